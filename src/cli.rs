@@ -1,0 +1,330 @@
+//! Command-line interface: arguments, config loading, dispatch and exit codes.
+//!
+//! Exit codes: 0 success (also when some sources failed: the digest says so), 2 bad
+//! configuration or arguments (the message names the key or flag), 1 anything else.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use chrono::{NaiveDate, Utc};
+use clap::{Parser, Subcommand};
+
+use crate::classify::Classifier;
+use crate::config::{Config, ConfigError};
+use crate::digest;
+use crate::model::{Digest, DigestEvent, ScoreComponent};
+use crate::pipeline;
+use crate::render::{Format, Renderer};
+use crate::store::Store;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "kdigest",
+    version,
+    about = "Daily digest of GPU-kernel and ML-compiler news"
+)]
+pub struct Cli {
+    /// Configuration file [default: ./config.toml when it exists, else built-in defaults]
+    #[arg(long, global = true, env = "KDIGEST_CONFIG")]
+    pub config: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print (or write) one day's digest; generates it when it is not stored yet
+    Digest {
+        /// YYYY-MM-DD, today, yesterday or latest
+        #[arg(long, default_value = "today")]
+        date: String,
+        #[arg(long, value_enum, default_value = "md")]
+        format: Format,
+        /// Write every format into this directory instead of printing one
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Fetch and regenerate even when the digest is stored
+        #[arg(long)]
+        force: bool,
+    },
+    /// Show how an event's score was computed
+    Explain {
+        /// Event number in digest order (1 = first key change), event id, or part of its title
+        event: String,
+        #[arg(long, default_value = "latest")]
+        date: String,
+    },
+    /// Validate the configuration and report every problem at once
+    CheckConfig,
+    /// Run the full pipeline on bundled sample feeds served from 127.0.0.1 (no network)
+    Demo {
+        #[arg(long, value_enum, default_value = "md")]
+        format: Format,
+        /// zh-CN or en
+        #[arg(long)]
+        lang: Option<String>,
+    },
+}
+
+/// A bad command-line argument; exit code 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// Maps an error to the documented exit code.
+pub fn exit_code(error: &anyhow::Error) -> u8 {
+    let usage = error
+        .chain()
+        .any(|e| e.is::<ConfigError>() || e.is::<UsageError>());
+    if usage { 2 } else { 1 }
+}
+
+pub fn load_config(path: Option<&Path>) -> Result<Config, ConfigError> {
+    match path {
+        Some(p) => Config::load(p),
+        None if Path::new("config.toml").exists() => Config::load(Path::new("config.toml")),
+        None => Config::parse(""),
+    }
+}
+
+pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::CheckConfig => {
+            let config = load_config(cli.config.as_deref())?;
+            println!(
+                "Configuration is valid: {} sources, {} layers, summarize mode {:?}, storage {}",
+                config.sources.len(),
+                config.layers.len(),
+                config.summarize.mode,
+                config.storage.path.display()
+            );
+            Ok(())
+        }
+        Command::Digest {
+            date,
+            format,
+            out,
+            force,
+        } => {
+            let config = load_config(cli.config.as_deref())?;
+            let store = Store::open(&config.storage.path).await?;
+            let date = resolve_date(&date, &config, &store).await?;
+            let stored = if force {
+                None
+            } else {
+                store.load_digest(date).await?
+            };
+            let digest = match stored {
+                Some(d) => d,
+                None => generate_with_progress(&config, &store, date).await?,
+            };
+            let renderer = Renderer::new(
+                &config.digest.language,
+                config.digest.templates_dir.as_deref(),
+            )?;
+            output(&renderer, &digest, format, out.as_deref())
+        }
+        Command::Explain { event, date } => {
+            let config = load_config(cli.config.as_deref())?;
+            let store = Store::open(&config.storage.path).await?;
+            let date = resolve_date(&date, &config, &store).await?;
+            explain(&config, &store, date, &event).await
+        }
+        Command::Demo { format, lang } => {
+            if let Some(l) = &lang {
+                if !crate::config::LANGUAGES.contains(&l.as_str()) {
+                    return Err(UsageError(format!(
+                        "--lang {l}: use one of {}",
+                        crate::config::LANGUAGES.join(", ")
+                    ))
+                    .into());
+                }
+            }
+            let digest = crate::demo::run(lang.as_deref()).await?;
+            let renderer = Renderer::new(&digest.language, None)?;
+            output(&renderer, &digest, format, None)
+        }
+    }
+}
+
+fn output(
+    renderer: &Renderer,
+    digest: &Digest,
+    format: Format,
+    out: Option<&Path>,
+) -> anyhow::Result<()> {
+    match out {
+        Some(dir) => {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("Cannot create --out directory {}", dir.display()))?;
+            for f in Format::ALL {
+                let parts = renderer.render(digest, f)?;
+                for (i, part) in parts.iter().enumerate() {
+                    let path = dir.join(f.file_name(i + 1, parts.len()));
+                    std::fs::write(&path, part)
+                        .with_context(|| format!("Cannot write {}", path.display()))?;
+                }
+            }
+            eprintln!("Wrote every render of {} to {}", digest.date, dir.display());
+        }
+        None => {
+            let parts = renderer.render(digest, format)?;
+            let total = parts.len();
+            for (i, part) in parts.iter().enumerate() {
+                if total > 1 {
+                    println!("──── message {}/{total} ────", i + 1);
+                }
+                print!("{part}");
+                if !part.ends_with('\n') {
+                    println!();
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `YYYY-MM-DD`, `today`, `yesterday` (in the configured time zone) or `latest` (stored).
+pub async fn resolve_date(raw: &str, config: &Config, store: &Store) -> anyhow::Result<NaiveDate> {
+    let today = Utc::now()
+        .with_timezone(&config.digest.timezone)
+        .date_naive();
+    match raw {
+        "today" => Ok(today),
+        "yesterday" => Ok(today.pred_opt().unwrap_or(today)),
+        "latest" => match store.latest_digest().await? {
+            Some(d) => Ok(d.date),
+            None => Ok(digest::latest_complete_date(Utc::now(), config)),
+        },
+        other => NaiveDate::parse_from_str(other, "%Y-%m-%d").map_err(|_| {
+            UsageError(format!(
+                "--date {other}: expected YYYY-MM-DD, today, yesterday or latest"
+            ))
+            .into()
+        }),
+    }
+}
+
+/// Generates with a progress bar on stderr when stderr is a terminal; quiet otherwise.
+async fn generate_with_progress(
+    config: &Config,
+    store: &Store,
+    date: NaiveDate,
+) -> anyhow::Result<Digest> {
+    if !std::io::stderr().is_terminal() {
+        return pipeline::generate(config, store, date, &|_| {}).await;
+    }
+    let bar = indicatif::ProgressBar::new(config.sources.len() as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{spinner} fetching {pos}/{len} sources {wide_msg}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let tick = |name: &str| {
+        bar.inc(1);
+        bar.set_message(name.to_string());
+    };
+    let result = pipeline::generate(config, store, date, &tick).await;
+    bar.finish_and_clear();
+    result
+}
+
+async fn explain(
+    config: &Config,
+    store: &Store,
+    date: NaiveDate,
+    query: &str,
+) -> anyhow::Result<()> {
+    let stored = store.load_digest(date).await?;
+    if let Some(d) = &stored {
+        if let Some((n, e)) = find_event(d.events().collect(), query) {
+            print_breakdown(
+                n,
+                e.id.as_str(),
+                &e.title,
+                e.score.to_string(),
+                &e.layers,
+                &e.score_breakdown,
+            );
+            return Ok(());
+        }
+    }
+    // Not in the digest: recompute from stored items, which also explains low scores.
+    let window = digest::window_for(date, config);
+    let names: Vec<String> = config.sources.iter().map(|s| s.name.clone()).collect();
+    let items = store.items_in_window(&names, &window).await?;
+    let classifier = Classifier::new(&config.layers);
+    let all = digest::candidates(items, &window, config, &classifier);
+    let hit = all
+        .iter()
+        .find(|c| c.event.id == query || contains_ci(&c.event.primary().title, query));
+    match hit {
+        Some(c) => {
+            print_breakdown(0, &c.event.id, &c.event.primary().title, c.assessment.score.to_string(), &c.classification.layers, &c.assessment.breakdown);
+            if c.assessment.score < config.digest.min_score {
+                println!("Below digest.min_score {} so it is not in the digest.", config.digest.min_score);
+            }
+            Ok(())
+        }
+        None if stored.is_none() && all.is_empty() => Err(UsageError(format!(
+            "No digest and no items stored for {date}; run `kdigest digest --date {date}` first"
+        ))
+        .into()),
+        None => Err(UsageError(format!(
+            "No event matches \"{query}\" on {date}; give its number in the digest, its id, or part of its title"
+        ))
+        .into()),
+    }
+}
+
+fn contains_ci(haystack: &str, needle: &str) -> bool {
+    haystack.to_lowercase().contains(&needle.to_lowercase())
+}
+
+fn find_event<'a>(events: Vec<&'a DigestEvent>, query: &str) -> Option<(usize, &'a DigestEvent)> {
+    if let Ok(n) = query.parse::<usize>() {
+        return events.get(n.checked_sub(1)?).map(|e| (n, *e));
+    }
+    events
+        .iter()
+        .enumerate()
+        .find(|(_, e)| e.id == query || contains_ci(&e.title, query))
+        .map(|(i, e)| (i + 1, *e))
+}
+
+fn print_breakdown(
+    n: usize,
+    id: &str,
+    title: &str,
+    score: String,
+    layers: &[String],
+    breakdown: &[ScoreComponent],
+) {
+    let position = if n > 0 {
+        format!("#{n} ")
+    } else {
+        String::new()
+    };
+    println!("{position}{title}");
+    println!(
+        "id {id}; layers: {}",
+        if layers.is_empty() {
+            "none".to_string()
+        } else {
+            layers.join(", ")
+        }
+    );
+    println!("score {score}/100 = sum of value × weight:");
+    println!(
+        "  {:<14} {:>6} {:>7} {:>7}  reason",
+        "component", "value", "weight", "points"
+    );
+    for c in breakdown {
+        println!(
+            "  {:<14} {:>6.3} {:>7.1} {:>7.2}  {}",
+            c.name, c.value, c.weight, c.points, c.reason
+        );
+    }
+}

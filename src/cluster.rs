@@ -1,0 +1,334 @@
+//! Items -> events: items about the same thing become one event that lists all its sources.
+//!
+//! Two items join when they share an arXiv id, share a normalised URL, when one links the
+//! other's arXiv paper (a blog post about a paper), or when their titles are near-identical.
+//! Title similarity is the Jaccard index of the sets of lower-cased alphanumeric words; pairs
+//! at or above `digest.title_similarity` (default 0.8) join. Candidate pairs come from
+//! prefix filtering (Chaudhuri et al. 2006; Bayardo et al. 2007): with tokens ordered rarest
+//! first, two sets with Jaccard >= t must share a token among the first
+//! `|s| - ceil(t * |s|) + 1` of each, so only those prefixes are indexed. That keeps the cost
+//! near linear for real titles instead of comparing all pairs. Pure.
+
+use std::collections::{BTreeMap, HashMap};
+
+use sha2::{Digest as _, Sha256};
+
+use crate::model::{Event, Item, ItemKind};
+use crate::parse::hex;
+
+/// Titles with fewer distinct words never join by title alone: "v1.2.0" of two different
+/// repositories is not the same event.
+const MIN_TITLE_TOKENS: usize = 4;
+
+pub fn cluster(mut items: Vec<Item>, title_similarity: f64) -> Vec<Event> {
+    items.sort_by(|a, b| a.key.cmp(&b.key).then_with(|| a.source.cmp(&b.source)));
+    let mut sets = DisjointSets::new(items.len());
+
+    let mut by_arxiv: HashMap<&str, usize> = HashMap::new();
+    let mut by_url: HashMap<&str, usize> = HashMap::new();
+    for (i, item) in items.iter().enumerate() {
+        if let Some(id) = &item.arxiv_id {
+            if let Some(&j) = by_arxiv.get(id.as_str()) {
+                sets.union(i, j);
+            } else {
+                by_arxiv.insert(id, i);
+            }
+        }
+        if !item.url.is_empty() {
+            if let Some(&j) = by_url.get(item.url.as_str()) {
+                sets.union(i, j);
+            } else {
+                by_url.insert(&item.url, i);
+            }
+        }
+    }
+    for (i, item) in items.iter().enumerate() {
+        for cited in &item.cited_arxiv {
+            if let Some(&j) = by_arxiv.get(cited.as_str()) {
+                sets.union(i, j);
+            }
+        }
+    }
+    for (i, j) in similar_titles(&items, title_similarity) {
+        sets.union(i, j);
+    }
+
+    let mut groups: BTreeMap<usize, Vec<Item>> = BTreeMap::new();
+    let roots: Vec<usize> = (0..items.len()).map(|i| sets.find(i)).collect();
+    for (item, root) in items.into_iter().zip(roots) {
+        groups.entry(root).or_default().push(item);
+    }
+    let mut events: Vec<Event> = groups
+        .into_values()
+        .map(|mut group| {
+            group.sort_by(|a, b| {
+                primacy(a.kind)
+                    .cmp(&primacy(b.kind))
+                    .then_with(|| a.published.cmp(&b.published))
+                    .then_with(|| a.key.cmp(&b.key))
+            });
+            let mut hasher = Sha256::new();
+            hasher.update(group[0].key.as_bytes());
+            Event {
+                id: hex(&hasher.finalize()[..5]),
+                items: group,
+            }
+        })
+        .collect();
+    events.sort_by(|a, b| a.id.cmp(&b.id));
+    events
+}
+
+/// Papers and releases name an event better than posts about them.
+fn primacy(kind: ItemKind) -> u8 {
+    match kind {
+        ItemKind::Paper => 0,
+        ItemKind::Release => 1,
+        ItemKind::Post => 2,
+    }
+}
+
+pub fn title_tokens(title: &str) -> Vec<String> {
+    let mut tokens: Vec<String> = title
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|t| !t.is_empty())
+        .map(str::to_lowercase)
+        .collect();
+    tokens.sort();
+    tokens.dedup();
+    tokens
+}
+
+pub fn jaccard(a: &[u32], b: &[u32]) -> f64 {
+    // Both slices are sorted token ids.
+    let (mut i, mut j, mut common) = (0, 0, 0usize);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                common += 1;
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    common as f64 / (a.len() + b.len() - common) as f64
+}
+
+/// Pairs (i, j) of items whose titles have Jaccard similarity >= threshold.
+fn similar_titles(items: &[Item], threshold: f64) -> Vec<(usize, usize)> {
+    // Token ids are assigned by ascending global frequency, so a sorted id list is the
+    // rarest-first order that prefix filtering needs.
+    let token_lists: Vec<Vec<String>> = items.iter().map(|i| title_tokens(&i.title)).collect();
+    let mut freq: HashMap<&str, usize> = HashMap::new();
+    for list in &token_lists {
+        for t in list {
+            *freq.entry(t).or_default() += 1;
+        }
+    }
+    let mut vocab: Vec<(&str, usize)> = freq.into_iter().collect();
+    vocab.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.cmp(b.0)));
+    let ids: HashMap<&str, u32> = vocab
+        .iter()
+        .enumerate()
+        .map(|(i, (t, _))| (*t, i as u32))
+        .collect();
+    let sets: Vec<Vec<u32>> = token_lists
+        .iter()
+        .map(|list| {
+            let mut v: Vec<u32> = list.iter().map(|t| ids[t.as_str()]).collect();
+            v.sort_unstable();
+            v
+        })
+        .collect();
+
+    let mut index: HashMap<u32, Vec<usize>> = HashMap::new();
+    let mut pairs = Vec::new();
+    let mut seen: Vec<usize> = Vec::new();
+    for (i, set) in sets.iter().enumerate() {
+        if set.len() < MIN_TITLE_TOKENS {
+            continue;
+        }
+        let prefix = set.len() - (threshold * set.len() as f64).ceil() as usize + 1;
+        seen.clear();
+        for token in &set[..prefix.min(set.len())] {
+            if let Some(list) = index.get(token) {
+                seen.extend_from_slice(list);
+            }
+        }
+        seen.sort_unstable();
+        seen.dedup();
+        for &j in &seen {
+            if jaccard(set, &sets[j]) >= threshold {
+                pairs.push((j, i));
+            }
+        }
+        for token in &set[..prefix.min(set.len())] {
+            index.entry(*token).or_default().push(i);
+        }
+    }
+    pairs
+}
+
+struct DisjointSets {
+    parent: Vec<usize>,
+}
+
+impl DisjointSets {
+    fn new(n: usize) -> Self {
+        DisjointSets {
+            parent: (0..n).collect(),
+        }
+    }
+
+    fn find(&mut self, mut x: usize) -> usize {
+        while self.parent[x] != x {
+            self.parent[x] = self.parent[self.parent[x]];
+            x = self.parent[x];
+        }
+        x
+    }
+
+    /// Joins two sets; the smaller index becomes the root so results do not depend on order.
+    fn union(&mut self, a: usize, b: usize) {
+        let (ra, rb) = (self.find(a), self.find(b));
+        if ra != rb {
+            let (lo, hi) = (ra.min(rb), ra.max(rb));
+            self.parent[hi] = lo;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::{TimeZone, Utc};
+
+    fn item(key: &str, source: &str, kind: ItemKind, title: &str, url: &str) -> Item {
+        Item {
+            key: key.into(),
+            source: source.into(),
+            kind,
+            title: title.into(),
+            url: url.into(),
+            text: String::new(),
+            published: Utc.with_ymd_and_hms(2026, 10, 27, 12, 0, 0).unwrap(),
+            release: None,
+            arxiv_id: None,
+            cited_arxiv: vec![],
+        }
+    }
+
+    #[test]
+    fn blog_post_linking_a_paper_joins_it_and_the_paper_leads() {
+        let mut paper = item(
+            "arxiv:2610.1",
+            "arXiv",
+            ItemKind::Paper,
+            "Tile IR for attention",
+            "http://arxiv.org/abs/2610.1",
+        );
+        paper.arxiv_id = Some("2610.1".into());
+        let mut post = item(
+            "guid:NVIDIA:1",
+            "NVIDIA",
+            ItemKind::Post,
+            "How we compile attention",
+            "https://nv.com/p",
+        );
+        post.cited_arxiv = vec!["2610.1".into()];
+        let other = item(
+            "guid:NVIDIA:2",
+            "NVIDIA",
+            ItemKind::Post,
+            "Robots",
+            "https://nv.com/r",
+        );
+        let events = cluster(vec![post, other, paper], 0.8);
+        assert_eq!(events.len(), 2);
+        let joined = events.iter().find(|e| e.items.len() == 2).unwrap();
+        assert_eq!(joined.primary().kind, ItemKind::Paper);
+        assert_eq!(joined.source_names(), vec!["arXiv", "NVIDIA"]);
+    }
+
+    #[test]
+    fn near_identical_titles_join_but_short_version_titles_do_not() {
+        let a = item(
+            "a",
+            "x",
+            ItemKind::Post,
+            "PyTorch 2.10 brings FlexAttention to AMD GPUs",
+            "https://a/1",
+        );
+        let b = item(
+            "b",
+            "y",
+            ItemKind::Post,
+            "PyTorch 2.10 Brings FlexAttention to AMD GPUs!",
+            "https://b/1",
+        );
+        let c = item(
+            "c",
+            "z",
+            ItemKind::Release,
+            "v1.2.0",
+            "https://github.com/o/r/releases/tag/v1.2.0",
+        );
+        let d = item(
+            "d",
+            "w",
+            ItemKind::Release,
+            "v1.2.0",
+            "https://github.com/o/q/releases/tag/v1.2.0",
+        );
+        let events = cluster(vec![a, b, c, d], 0.8);
+        assert_eq!(events.len(), 3);
+    }
+
+    #[test]
+    fn same_url_joins_and_ids_are_stable() {
+        let a = item("u1", "x", ItemKind::Post, "First", "https://a/1");
+        let b = item("u2", "y", ItemKind::Post, "Second", "https://a/1");
+        let first = cluster(vec![a.clone(), b.clone()], 0.8);
+        let second = cluster(vec![b, a], 0.8);
+        assert_eq!(first, second);
+        assert_eq!(first.len(), 1);
+    }
+
+    #[test]
+    fn prefix_filter_finds_the_same_pairs_as_brute_force() {
+        let titles = [
+            "Fast attention kernels on Blackwell GPUs",
+            "Fast attention kernels on Blackwell GPU",
+            "Fast attention kernels for Hopper GPUs",
+            "A survey of GPU compilers and kernels",
+            "A survey of GPU compilers and kernel",
+            "Completely unrelated title about robots",
+        ];
+        let items: Vec<Item> = titles
+            .iter()
+            .enumerate()
+            .map(|(i, t)| item(&i.to_string(), "s", ItemKind::Post, t, ""))
+            .collect();
+        for threshold in [0.5, 0.7, 0.8, 1.0] {
+            let mut fast = similar_titles(&items, threshold);
+            fast.sort();
+            let mut brute = Vec::new();
+            for i in 0..items.len() {
+                for j in 0..i {
+                    let (a, b) = (title_tokens(&items[j].title), title_tokens(&items[i].title));
+                    let common = a.iter().filter(|t| b.contains(t)).count();
+                    let sim = common as f64 / (a.len() + b.len() - common) as f64;
+                    if a.len() >= MIN_TITLE_TOKENS
+                        && b.len() >= MIN_TITLE_TOKENS
+                        && sim >= threshold
+                    {
+                        brute.push((j, i));
+                    }
+                }
+            }
+            assert_eq!(fast, brute, "threshold {threshold}");
+        }
+    }
+}

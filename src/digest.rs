@@ -1,0 +1,285 @@
+//! Digest assembly and subscriber filtering. Pure: no clock, no I/O.
+//!
+//! items -> candidates (cluster, classify, score; sorted by score) -> with texts -> Digest.
+//! The title and overview are built from per-event parts (`brief`), so `filter` can rebuild
+//! them for a subscriber's subset without another model call.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Duration, NaiveDate, TimeZone, Utc};
+use chrono_tz::Tz;
+
+use crate::classify::{Classification, Classifier};
+use crate::cluster::cluster;
+use crate::config::Config;
+use crate::locale::Locale;
+use crate::model::{
+    Digest, DigestEvent, Event, FailedSource, Filter, Item, ItemKind, SourceCount, SourceLink,
+    WatchItem, Window,
+};
+use crate::score::{Assessment, assess};
+use crate::summarize::Summaries;
+use crate::text::truncate_chars;
+
+/// At most this many events are named in the overview paragraph and the watch list.
+const OVERVIEW_EVENTS: usize = 5;
+const TITLE_EVENTS: usize = 3;
+const TITLE_PART_CHARS: usize = 70;
+
+/// An event with its layers and score, before summaries.
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    pub event: Event,
+    pub classification: Classification,
+    pub assessment: Assessment,
+}
+
+/// The window of the digest dated `date`: it ends on that day at `window_end` in the
+/// configured time zone. A nonexistent local end time (DST gap) moves to the next valid
+/// instant; an ambiguous one takes the earlier instant.
+pub fn window_for(date: NaiveDate, config: &Config) -> Window {
+    let tz: Tz = config.digest.timezone;
+    let local = date.and_time(config.digest.window_end);
+    let mut end = tz.from_local_datetime(&local).earliest();
+    let mut probe = local;
+    while end.is_none() {
+        probe += Duration::minutes(15);
+        end = tz.from_local_datetime(&probe).earliest();
+    }
+    let end = end.expect("a valid instant exists within hours of any local time");
+    let start = end - Duration::hours(config.digest.window_hours);
+    Window {
+        start: start.fixed_offset(),
+        end: end.fixed_offset(),
+    }
+}
+
+/// The date of the latest window that has ended at `now`.
+pub fn latest_complete_date(now: DateTime<Utc>, config: &Config) -> NaiveDate {
+    let today = now.with_timezone(&config.digest.timezone).date_naive();
+    if window_for(today, config).end.to_utc() <= now {
+        today
+    } else {
+        today.pred_opt().unwrap_or(today)
+    }
+}
+
+/// Clusters, classifies and scores the items; sorted by score (highest first), then id.
+pub fn candidates(
+    items: Vec<Item>,
+    window: &Window,
+    config: &Config,
+    classifier: &Classifier,
+) -> Vec<Candidate> {
+    let mut out: Vec<Candidate> = cluster(items, config.digest.title_similarity)
+        .into_iter()
+        .map(|event| {
+            let classification = classifier.classify(&event);
+            let assessment = assess(&event, &classification, window, config);
+            Candidate {
+                event,
+                classification,
+                assessment,
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        b.assessment
+            .score
+            .cmp(&a.assessment.score)
+            .then_with(|| a.event.id.cmp(&b.event.id))
+    });
+    out
+}
+
+/// Candidates that make it into the digest.
+pub fn eligible(candidates: Vec<Candidate>, config: &Config) -> Vec<Candidate> {
+    candidates
+        .into_iter()
+        .filter(|c| c.assessment.score >= config.digest.min_score)
+        .collect()
+}
+
+/// Inputs to assembly besides the events.
+pub struct Assembly<'a> {
+    pub date: NaiveDate,
+    pub window: Window,
+    pub config: &'a Config,
+    pub locale: &'a Locale,
+    /// Raw items inside the window per configured source (config order).
+    pub source_counts: Vec<SourceCount>,
+    pub failed_sources: Vec<FailedSource>,
+}
+
+pub fn assemble(candidates: &[Candidate], summaries: &Summaries, a: Assembly<'_>) -> Digest {
+    let events: Vec<(DigestEvent, String)> = candidates
+        .iter()
+        .zip(&summaries.texts)
+        .zip(&summaries.fell_back)
+        .map(|((c, text), fell_back)| {
+            let event = DigestEvent {
+                id: c.event.id.clone(),
+                title: c.event.primary().title.clone(),
+                summary: text.summary.clone(),
+                why_it_matters: text.why_it_matters.clone(),
+                brief: text.brief.clone(),
+                layers: c.classification.layers.clone(),
+                score: c.assessment.score,
+                kind: c.event.primary().kind,
+                release: c.assessment.release,
+                sources: source_links(&c.event),
+                score_breakdown: c.assessment.breakdown.clone(),
+                llm_fallback: *fell_back,
+            };
+            (event, text.watch.clone())
+        })
+        .collect();
+    let watchlist = events
+        .iter()
+        .take(OVERVIEW_EVENTS)
+        .map(|(e, watch)| WatchItem {
+            event_id: e.id.clone(),
+            text: watch.clone(),
+        })
+        .collect();
+    let mut digest = Digest {
+        date: a.date,
+        language: a.config.digest.language.clone(),
+        window: a.window,
+        generation_mode: summaries.mode.clone(),
+        title: String::new(),
+        overview: String::new(),
+        key_changes: Vec::new(),
+        papers: Vec::new(),
+        other_updates: Vec::new(),
+        watchlist,
+        source_counts: a.source_counts,
+        failed_sources: a.failed_sources,
+        llm_fallbacks: summaries.fell_back.iter().filter(|f| **f).count(),
+    };
+    section(
+        &mut digest,
+        events.into_iter().map(|(e, _)| e).collect(),
+        a.config.digest.key_changes,
+        a.locale,
+    );
+    digest
+}
+
+/// Fills the sections and the title and overview from events sorted by score.
+fn section(digest: &mut Digest, events: Vec<DigestEvent>, key_changes: usize, locale: &Locale) {
+    let mut events = events.into_iter();
+    digest.key_changes = events.by_ref().take(key_changes).collect();
+    let (papers, others): (Vec<_>, Vec<_>) = events.partition(|e| e.kind == ItemKind::Paper);
+    digest.papers = papers;
+    digest.other_updates = others;
+    let ordered: Vec<&DigestEvent> = digest.events().collect();
+    let title = ordered
+        .iter()
+        .take(TITLE_EVENTS)
+        .map(|e| truncate_chars(&e.title, TITLE_PART_CHARS))
+        .collect::<Vec<_>>()
+        .join(locale.get("title_separator"));
+    let overview = ordered
+        .iter()
+        .take(OVERVIEW_EVENTS)
+        .map(|e| e.brief.as_str())
+        .collect::<Vec<_>>()
+        .join(locale.get("overview_separator"));
+    digest.title = title;
+    digest.overview = overview;
+}
+
+/// Numbered source links: one per item with a URL, named by its source.
+fn source_links(event: &Event) -> Vec<SourceLink> {
+    let mut links: Vec<SourceLink> = Vec::new();
+    for item in &event.items {
+        if !item.url.is_empty() && !links.iter().any(|l| l.url == item.url) {
+            links.push(SourceLink {
+                name: item.source.clone(),
+                url: item.url.clone(),
+            });
+        }
+    }
+    links
+}
+
+/// The digest one subscriber sees: only events passing the filter, the highest-scoring of
+/// them as key changes, and a title, overview and watch list about those events only.
+pub fn filter(digest: &Digest, f: &Filter, locale: &Locale) -> Digest {
+    let key_changes = digest.key_changes.len().max(1);
+    let mut events: Vec<DigestEvent> = digest.events().filter(|e| f.accepts(e)).cloned().collect();
+    events.sort_by(|a, b| b.score.cmp(&a.score).then_with(|| a.id.cmp(&b.id)));
+    let kept: std::collections::BTreeSet<&str> = events.iter().map(|e| e.id.as_str()).collect();
+    let mut out = digest.clone();
+    out.watchlist = digest
+        .watchlist
+        .iter()
+        .filter(|w| kept.contains(w.event_id.as_str()))
+        .cloned()
+        .collect();
+    section(&mut out, events, key_changes, locale);
+    out
+}
+
+/// Raw items per source, for the generation notes.
+pub fn count_by_source(
+    items: &[Item],
+    config: &Config,
+    failed: &[FailedSource],
+) -> Vec<SourceCount> {
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for item in items {
+        *counts.entry(item.source.as_str()).or_default() += 1;
+    }
+    config
+        .sources
+        .iter()
+        .filter(|s| !failed.iter().any(|f| f.source == s.name))
+        .map(|s| SourceCount {
+            source: s.name.clone(),
+            items: counts.get(s.name.as_str()).copied().unwrap_or(0),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn window_matches_the_reference_digest() {
+        let config = Config::parse("").unwrap();
+        let w = window_for(NaiveDate::from_ymd_opt(2026, 10, 28).unwrap(), &config);
+        assert_eq!(w.start.to_rfc3339(), "2026-10-27T08:00:00+08:00");
+        assert_eq!(w.end.to_rfc3339(), "2026-10-28T08:00:00+08:00");
+    }
+
+    #[test]
+    fn window_end_in_a_dst_gap_moves_to_the_next_valid_instant() {
+        let config =
+            Config::parse("[digest]\ntimezone = \"Europe/Berlin\"\nwindow_end = \"02:30\"\n")
+                .unwrap();
+        // 2026-03-29 02:30 does not exist in Berlin (clocks jump 02:00 -> 03:00).
+        let w = window_for(NaiveDate::from_ymd_opt(2026, 3, 29).unwrap(), &config);
+        assert_eq!(w.end.to_rfc3339(), "2026-03-29T03:00:00+02:00");
+        // Ambiguous 02:30 on 2026-10-25 takes the earlier instant (still summer time).
+        let w = window_for(NaiveDate::from_ymd_opt(2026, 10, 25).unwrap(), &config);
+        assert_eq!(w.end.to_rfc3339(), "2026-10-25T02:30:00+02:00");
+    }
+
+    #[test]
+    fn latest_complete_date_respects_the_end_time() {
+        let config = Config::parse("").unwrap();
+        let before = Utc.with_ymd_and_hms(2026, 10, 27, 23, 59, 0).unwrap(); // 07:59 +08:00
+        let after = Utc.with_ymd_and_hms(2026, 10, 28, 0, 0, 0).unwrap(); // 08:00 +08:00
+        assert_eq!(
+            latest_complete_date(before, &config).to_string(),
+            "2026-10-27"
+        );
+        assert_eq!(
+            latest_complete_date(after, &config).to_string(),
+            "2026-10-28"
+        );
+    }
+}

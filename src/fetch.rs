@@ -1,0 +1,358 @@
+//! Sources -> bytes. HTTP(S) and files, with every limit a hostile or broken server needs:
+//! bounded concurrency (global and per host), one deadline per source covering all attempts
+//! (a slow-drip server cannot hold a fetch open), a body cap counted after decompression
+//! (gzip bombs stop at the cap), a redirect limit, conditional GET, Retry-After on 429/503 and
+//! a few retries with backoff on transient errors. A failure is a value, never a panic.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use futures::StreamExt;
+use reqwest::StatusCode;
+use reqwest::header::{
+    ETAG, HeaderMap, IF_MODIFIED_SINCE, IF_NONE_MATCH, LAST_MODIFIED, RETRY_AFTER,
+};
+use tokio::io::AsyncReadExt;
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
+
+use crate::config::{FetchConfig, SourceConfig, SourceLocation};
+use crate::store::Validators;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FetchOutcome {
+    /// New content, with the validators to send next time.
+    Fetched {
+        body: Vec<u8>,
+        validators: Validators,
+    },
+    /// 304: nothing changed since the validators we sent.
+    NotModified,
+}
+
+#[derive(Debug, Clone, thiserror::Error, PartialEq)]
+pub enum FetchError {
+    #[error(
+        "Timed out after {0:.1} s (fetch.timeout_secs); the server did not answer or finish sending in time"
+    )]
+    Timeout(f64),
+    #[error(
+        "Body is larger than {0} bytes after decompression (fetch.max_body_bytes); raise the cap or set max_items"
+    )]
+    TooLarge(u64),
+    #[error("HTTP {status}{hint}")]
+    Status { status: u16, hint: String },
+    #[error("More than {0} redirects (fetch.max_redirects); the URL probably redirects in a loop")]
+    TooManyRedirects(usize),
+    #[error("Cannot connect: {0}")]
+    Transport(String),
+    #[error("Cannot read file {path}: {reason}")]
+    File { path: String, reason: String },
+}
+
+impl FetchError {
+    fn status(status: StatusCode, attempts: u32) -> FetchError {
+        let reason = status.canonical_reason().unwrap_or("");
+        let hint = match status.as_u16() {
+            404 | 410 => "; check the source URL".to_string(),
+            401 | 403 => "; the server refuses access to this feed".to_string(),
+            429 => format!(" (rate limited, gave up after {attempts} attempt(s))"),
+            s if s >= 500 => format!(" (server error, gave up after {attempts} attempt(s))"),
+            _ => String::new(),
+        };
+        FetchError::Status {
+            status: status.as_u16(),
+            hint: format!(" {reason}{hint}"),
+        }
+    }
+}
+
+/// One source's result.
+#[derive(Debug, Clone)]
+pub struct FetchResult {
+    pub source: String,
+    pub fetched_at: DateTime<Utc>,
+    pub outcome: Result<FetchOutcome, FetchError>,
+}
+
+pub struct Fetcher {
+    client: reqwest::Client,
+    config: FetchConfig,
+    hosts: Mutex<HashMap<String, Arc<Semaphore>>>,
+}
+
+/// A failed attempt and whether (and when) it may be retried.
+struct Attempt {
+    error: FetchError,
+    transient: bool,
+    retry_after: Option<Duration>,
+}
+
+impl Fetcher {
+    pub fn new(config: &FetchConfig) -> anyhow::Result<Fetcher> {
+        let client = reqwest::Client::builder()
+            .user_agent(&config.user_agent)
+            .redirect(reqwest::redirect::Policy::limited(config.max_redirects))
+            .connect_timeout(config.timeout.min(Duration::from_secs(10)))
+            .gzip(true)
+            .brotli(true)
+            .deflate(true)
+            .build()?;
+        Ok(Fetcher {
+            client,
+            config: config.clone(),
+            hosts: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Fetches every source concurrently. `validators[i]` belongs to `sources[i]`. Results
+    /// come back in source order; `on_done` is called as each source finishes (progress).
+    pub async fn fetch_all(
+        &self,
+        sources: &[SourceConfig],
+        validators: &[Validators],
+        on_done: &(dyn Fn(&str) + Sync),
+    ) -> Vec<FetchResult> {
+        let mut results: Vec<(usize, FetchResult)> =
+            futures::stream::iter(sources.iter().enumerate())
+                .map(|(i, source)| async move {
+                    let empty = Validators::default();
+                    let result = self
+                        .fetch(source, validators.get(i).unwrap_or(&empty))
+                        .await;
+                    on_done(&source.name);
+                    (i, result)
+                })
+                .buffer_unordered(self.config.concurrency)
+                .collect()
+                .await;
+        results.sort_by_key(|(i, _)| *i);
+        results.into_iter().map(|(_, r)| r).collect()
+    }
+
+    /// Fetches one source within its deadline (fetch.timeout_secs for all attempts together).
+    pub async fn fetch(&self, source: &SourceConfig, validators: &Validators) -> FetchResult {
+        let deadline = Instant::now() + self.config.timeout;
+        let outcome = match &source.location {
+            SourceLocation::File(path) => self.read_file(path, deadline).await,
+            SourceLocation::Http(url) => {
+                self.fetch_http(url, validators, deadline, &source.name)
+                    .await
+            }
+        };
+        FetchResult {
+            source: source.name.clone(),
+            fetched_at: Utc::now(),
+            outcome,
+        }
+    }
+
+    async fn fetch_http(
+        &self,
+        url: &url::Url,
+        validators: &Validators,
+        deadline: Instant,
+        name: &str,
+    ) -> Result<FetchOutcome, FetchError> {
+        let host = format!(
+            "{}:{}",
+            url.host_str().unwrap_or(""),
+            url.port_or_known_default().unwrap_or(0)
+        );
+        let permit = self.host_semaphore(&host);
+        let mut attempt: u32 = 0;
+        loop {
+            attempt += 1;
+            let result = {
+                let _permit = permit.acquire().await.expect("semaphore is never closed");
+                match tokio::time::timeout_at(deadline, self.get_once(url, validators, attempt))
+                    .await
+                {
+                    Ok(r) => r,
+                    Err(_) => return Err(FetchError::Timeout(self.config.timeout.as_secs_f64())),
+                }
+            };
+            let failure = match result {
+                Ok(outcome) => return Ok(outcome),
+                Err(f) => f,
+            };
+            if !failure.transient || attempt > self.config.retries {
+                return Err(failure.error);
+            }
+            // Exponential backoff, spread a little per source so retries do not align.
+            let spread = name.bytes().map(u64::from).sum::<u64>() % 250;
+            let backoff = Duration::from_millis(250 * 2u64.pow(attempt - 1) + spread);
+            let wait = failure.retry_after.unwrap_or(backoff);
+            if Instant::now() + wait >= deadline {
+                return Err(failure.error);
+            }
+            tracing::debug!(message = "Retrying source", source = name, attempt, wait_ms = wait.as_millis() as u64, error = %failure.error);
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    fn host_semaphore(&self, host: &str) -> Arc<Semaphore> {
+        let mut hosts = self.hosts.lock().expect("host map lock is never poisoned");
+        hosts
+            .entry(host.to_string())
+            .or_insert_with(|| Arc::new(Semaphore::new(self.config.per_host_concurrency)))
+            .clone()
+    }
+
+    async fn get_once(
+        &self,
+        url: &url::Url,
+        validators: &Validators,
+        attempt: u32,
+    ) -> Result<FetchOutcome, Attempt> {
+        let mut request = self.client.get(url.clone());
+        if let Some(etag) = &validators.etag {
+            request = request.header(IF_NONE_MATCH, etag);
+        }
+        if let Some(lm) = &validators.last_modified {
+            request = request.header(IF_MODIFIED_SINCE, lm);
+        }
+        let response = request
+            .send()
+            .await
+            .map_err(|e| transport_error(e, self.config.max_redirects))?;
+        let status = response.status();
+        if status == StatusCode::NOT_MODIFIED {
+            return Ok(FetchOutcome::NotModified);
+        }
+        if !status.is_success() {
+            let transient = status == StatusCode::TOO_MANY_REQUESTS
+                || status == StatusCode::REQUEST_TIMEOUT
+                || status.is_server_error();
+            return Err(Attempt {
+                error: FetchError::status(status, attempt),
+                transient,
+                retry_after: retry_after(response.headers()),
+            });
+        }
+        let header = |name| {
+            response
+                .headers()
+                .get(name)
+                .and_then(|v: &reqwest::header::HeaderValue| v.to_str().ok())
+                .map(str::to_string)
+        };
+        let new_validators = Validators {
+            etag: header(ETAG),
+            last_modified: header(LAST_MODIFIED),
+        };
+        let cap = self.config.max_body_bytes;
+        if response.content_length().is_some_and(|len| len > cap) {
+            return Err(Attempt {
+                error: FetchError::TooLarge(cap),
+                transient: false,
+                retry_after: None,
+            });
+        }
+        let mut body = Vec::new();
+        let mut stream = response.bytes_stream();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| transport_error(e, self.config.max_redirects))?;
+            // reqwest yields decompressed bytes, so the cap applies to what we would parse.
+            if body.len() as u64 + chunk.len() as u64 > cap {
+                return Err(Attempt {
+                    error: FetchError::TooLarge(cap),
+                    transient: false,
+                    retry_after: None,
+                });
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(FetchOutcome::Fetched {
+            body,
+            validators: new_validators,
+        })
+    }
+
+    async fn read_file(
+        &self,
+        path: &std::path::Path,
+        deadline: Instant,
+    ) -> Result<FetchOutcome, FetchError> {
+        let file_error = |reason: String| FetchError::File {
+            path: path.display().to_string(),
+            reason,
+        };
+        let read = async {
+            let file = tokio::fs::File::open(path)
+                .await
+                .map_err(|e| file_error(e.to_string()))?;
+            let cap = self.config.max_body_bytes;
+            let mut body = Vec::new();
+            file.take(cap + 1)
+                .read_to_end(&mut body)
+                .await
+                .map_err(|e| file_error(e.to_string()))?;
+            if body.len() as u64 > cap {
+                return Err(FetchError::TooLarge(cap));
+            }
+            Ok(FetchOutcome::Fetched {
+                body,
+                validators: Validators::default(),
+            })
+        };
+        tokio::time::timeout_at(deadline, read)
+            .await
+            .unwrap_or(Err(FetchError::Timeout(self.config.timeout.as_secs_f64())))
+    }
+}
+
+fn transport_error(e: reqwest::Error, max_redirects: usize) -> Attempt {
+    if e.is_redirect() {
+        return Attempt {
+            error: FetchError::TooManyRedirects(max_redirects),
+            transient: false,
+            retry_after: None,
+        };
+    }
+    let e = e.without_url();
+    let mut message = e.to_string();
+    let mut source = std::error::Error::source(&e);
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    Attempt {
+        error: FetchError::Transport(message),
+        transient: true,
+        retry_after: None,
+    }
+}
+
+/// Retry-After as seconds or as an HTTP date.
+pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let value = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
+    if let Ok(secs) = value.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    let when = DateTime::parse_from_rfc2822(value).ok()?;
+    (when.to_utc() - Utc::now()).to_std().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqwest::header::HeaderValue;
+
+    #[test]
+    fn retry_after_reads_seconds_and_dates() {
+        let mut h = HeaderMap::new();
+        h.insert(RETRY_AFTER, HeaderValue::from_static("7"));
+        assert_eq!(retry_after(&h), Some(Duration::from_secs(7)));
+        h.insert(
+            RETRY_AFTER,
+            HeaderValue::from_static("Wed, 21 Oct 2015 07:28:00 GMT"),
+        );
+        assert_eq!(retry_after(&h), None, "a date in the past means no wait");
+        h.insert(RETRY_AFTER, HeaderValue::from_static("soon"));
+        assert_eq!(retry_after(&h), None);
+    }
+}

@@ -1,0 +1,28 @@
+//! kdigest: a daily news digest for the GPU-kernel and ML-compiler world.
+//!
+//! Modules in reading order. The pure core (no I/O, no clock) is `text`, `parse`,
+//! `cluster`, `classify`, `score`, `digest`, `summarize::extractive`, `locale` and `render`.
+//! The edges do I/O: `fetch` (HTTP and files), `store` (SQLite), `summarize::llm`
+//! (chat-completions API), `pipeline` (runs one digest), `demo` and `cli`.
+//!
+//! ```text
+//! config -> fetch -> parse -> store(items) -> cluster -> classify -> score
+//!        -> summarize -> digest (assemble, filter) -> store(digest) -> render
+//! ```
+
+pub mod classify;
+pub mod cli;
+pub mod cluster;
+pub mod config;
+pub mod demo;
+pub mod digest;
+pub mod fetch;
+pub mod locale;
+pub mod model;
+pub mod parse;
+pub mod pipeline;
+pub mod render;
+pub mod score;
+pub mod store;
+pub mod summarize;
+pub mod text;

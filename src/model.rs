@@ -1,0 +1,293 @@
+//! Domain values shared by every stage: items, events, scores, the digest and subscriber filters.
+//!
+//! Everything here is plain data. The digest is JSON-serialisable because it is stored as data
+//! and every output (Markdown, HTML, Telegram, Discord, JSON) is a render of it.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use chrono::{DateTime, FixedOffset, NaiveDate, Utc};
+use serde::{Deserialize, Serialize};
+
+/// What a source publishes; decides how its items are parsed and which kind they get.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SourceKind {
+    Arxiv,
+    GithubReleases,
+    Blog,
+    Feed,
+}
+
+/// What an item or event is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ItemKind {
+    Release,
+    Paper,
+    Post,
+}
+
+/// How big a release is, from its version tag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReleaseLevel {
+    Major,
+    Minor,
+    Patch,
+    PreRelease,
+    Nightly,
+}
+
+impl ReleaseLevel {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReleaseLevel::Major => "major",
+            ReleaseLevel::Minor => "minor",
+            ReleaseLevel::Patch => "patch",
+            ReleaseLevel::PreRelease => "pre_release",
+            ReleaseLevel::Nightly => "nightly",
+        }
+    }
+}
+
+/// One entry of one source, reduced to what the pipeline needs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Item {
+    /// Stable key: `arxiv:<id>`, `url:<normalised link>`, `guid:<source>:<guid>` or `hash:<hex>`.
+    pub key: String,
+    /// Name of the configured source.
+    pub source: String,
+    pub kind: ItemKind,
+    pub title: String,
+    /// Normalised link to the item, empty when the entry had none.
+    pub url: String,
+    /// Plain text (HTML removed), used for classification and summaries.
+    pub text: String,
+    pub published: DateTime<Utc>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release: Option<ReleaseLevel>,
+    /// arXiv id without version, for papers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arxiv_id: Option<String>,
+    /// arXiv ids this item links to (a blog post about a paper).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cited_arxiv: Vec<String>,
+}
+
+/// Items about the same thing, primary item first (the one whose title the event shows).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    /// Stable id derived from the primary item's key.
+    pub id: String,
+    pub items: Vec<Item>,
+}
+
+impl Event {
+    pub fn primary(&self) -> &Item {
+        &self.items[0]
+    }
+
+    /// Distinct source names in item order.
+    pub fn source_names(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = Vec::new();
+        for item in &self.items {
+            if !names.contains(&item.source.as_str()) {
+                names.push(&item.source);
+            }
+        }
+        names
+    }
+}
+
+/// A score in 0..=100 with one decimal, kept as tenths so that it orders and prints exactly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Score(u16);
+
+impl Score {
+    pub const MAX: Score = Score(1000);
+
+    /// Rounds to one decimal and clamps to 0..=100.
+    pub fn from_f64(value: f64) -> Score {
+        let tenths = (value * 10.0).round();
+        Score(tenths.clamp(0.0, 1000.0) as u16)
+    }
+
+    /// Parses a user-given threshold; `None` when outside 0..=100 or not a number.
+    pub fn parse_threshold(value: f64) -> Option<Score> {
+        (value.is_finite() && (0.0..=100.0).contains(&value)).then(|| Score::from_f64(value))
+    }
+
+    pub fn as_f64(self) -> f64 {
+        f64::from(self.0) / 10.0
+    }
+}
+
+impl fmt::Display for Score {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.0 / 10, self.0 % 10)
+    }
+}
+
+impl Serialize for Score {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(self.as_f64())
+    }
+}
+
+impl<'de> Deserialize<'de> for Score {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Score, D::Error> {
+        let value = f64::deserialize(d)?;
+        Score::parse_threshold(value)
+            .ok_or_else(|| serde::de::Error::custom(format!("score {value} is outside 0..=100")))
+    }
+}
+
+/// One component of a score, as `kdigest explain` prints it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScoreComponent {
+    /// Component name: source, relevance, impact, corroboration, freshness.
+    pub name: String,
+    /// Raw value in 0..=1.
+    pub value: f64,
+    /// Configured weight (points this component is worth at value 1).
+    pub weight: f64,
+    /// value * weight, rounded to two decimals.
+    pub points: f64,
+    /// Why the value is what it is, in words.
+    pub reason: String,
+}
+
+/// A link to one source of an event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceLink {
+    pub name: String,
+    pub url: String,
+}
+
+/// An event as the digest shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DigestEvent {
+    pub id: String,
+    pub title: String,
+    pub summary: String,
+    pub why_it_matters: String,
+    /// One sentence for the overview paragraph.
+    pub brief: String,
+    pub layers: Vec<String>,
+    pub score: Score,
+    pub kind: ItemKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release: Option<ReleaseLevel>,
+    pub sources: Vec<SourceLink>,
+    pub score_breakdown: Vec<ScoreComponent>,
+    /// True when the LLM was asked but this event fell back to extractive text.
+    #[serde(default)]
+    pub llm_fallback: bool,
+}
+
+/// A follow-up bullet, tied to the event it is about so that filtering can drop it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WatchItem {
+    pub event_id: String,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Window {
+    pub start: DateTime<FixedOffset>,
+    pub end: DateTime<FixedOffset>,
+}
+
+impl Window {
+    pub fn contains(&self, t: DateTime<Utc>) -> bool {
+        self.start <= t && t < self.end
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceCount {
+    pub source: String,
+    pub items: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FailedSource {
+    pub source: String,
+    pub error: String,
+}
+
+/// One day's digest. The JSON form is documented in docs/digest-json.md.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Digest {
+    pub date: NaiveDate,
+    pub language: String,
+    pub window: Window,
+    /// `extractive` or the LLM provider's name.
+    pub generation_mode: String,
+    pub title: String,
+    pub overview: String,
+    pub key_changes: Vec<DigestEvent>,
+    pub papers: Vec<DigestEvent>,
+    pub other_updates: Vec<DigestEvent>,
+    pub watchlist: Vec<WatchItem>,
+    pub source_counts: Vec<SourceCount>,
+    pub failed_sources: Vec<FailedSource>,
+    /// Events whose LLM summary failed validation and were summarised extractively instead.
+    #[serde(default)]
+    pub llm_fallbacks: usize,
+}
+
+impl Digest {
+    /// All events in reading order: key changes, papers, other updates.
+    pub fn events(&self) -> impl Iterator<Item = &DigestEvent> {
+        self.key_changes
+            .iter()
+            .chain(&self.papers)
+            .chain(&self.other_updates)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.events().next().is_none()
+    }
+}
+
+/// What one subscriber wants to see.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub struct Filter {
+    /// Empty means every layer.
+    pub layers: BTreeSet<String>,
+    pub min_score: Score,
+}
+
+impl Filter {
+    pub fn accepts(&self, event: &DigestEvent) -> bool {
+        event.score >= self.min_score
+            && (self.layers.is_empty() || event.layers.iter().any(|l| self.layers.contains(l)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn score_rounds_to_one_decimal_and_clamps() {
+        assert_eq!(Score::from_f64(89.84).to_string(), "89.8");
+        assert_eq!(Score::from_f64(89.85).to_string(), "89.9");
+        assert_eq!(Score::from_f64(-3.0).to_string(), "0.0");
+        assert_eq!(Score::from_f64(250.0), Score::MAX);
+        assert_eq!(
+            serde_json::to_string(&Score::from_f64(76.8)).unwrap(),
+            "76.8"
+        );
+    }
+
+    #[test]
+    fn threshold_outside_range_is_refused() {
+        assert!(Score::parse_threshold(100.5).is_none());
+        assert!(Score::parse_threshold(-1.0).is_none());
+        assert!(Score::parse_threshold(f64::NAN).is_none());
+        assert_eq!(Score::parse_threshold(70.0), Some(Score::from_f64(70.0)));
+    }
+}

@@ -1,0 +1,403 @@
+//! Feed bytes -> items. Pure: the caller passes the time the bytes were fetched.
+//!
+//! feed-rs reads RSS 0.9/1.0/2.0, Atom and JSON Feed from raw bytes so the XML prolog's
+//! encoding is honoured. This module adds what feed-rs leaves to us: stable item keys (never
+//! random), plain text, arXiv ids, item kinds and release levels.
+
+use std::borrow::Cow;
+use std::sync::LazyLock;
+
+use chrono::{DateTime, Utc};
+use regex::Regex;
+use sha2::{Digest as _, Sha256};
+
+use crate::config::SourceConfig;
+use crate::model::{Item, ItemKind, ReleaseLevel, SourceKind};
+use crate::text::{collapse_whitespace, decode_entities, html_to_text, normalize_url};
+
+/// Longest plain text kept per item; summaries and keyword rules never need more.
+const MAX_TEXT_CHARS: usize = 12_000;
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ParseError {
+    #[error("Empty response body; the source returned no content")]
+    Empty,
+    #[error("Got an HTML page instead of a feed; check that the URL points at the RSS/Atom feed")]
+    HtmlPage,
+    #[error("Not a valid feed: {0}")]
+    Invalid(String),
+}
+
+static ARXIV_ID: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)arxiv\.org/(?:abs|pdf)/((?:\d{4}\.\d{4,5})|(?:[a-z\-]+(?:\.[a-z]{2})?/\d{7}))(?:v\d+)?|oai:arxiv\.org:((?:\d{4}\.\d{4,5})|(?:[a-z\-]+(?:\.[a-z]{2})?/\d{7}))(?:v\d+)?")
+        .expect("valid regex")
+});
+
+static VERSION: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?i)\bv?(\d+)\.(\d+)(?:\.(\d+))?(?:[-.+_ ]?(rc|alpha|beta|a|b|dev|pre|preview)\.?\d*)?\b",
+    )
+    .expect("valid regex")
+});
+
+/// The arXiv id (without version) in a URL or OAI identifier.
+pub fn arxiv_id(s: &str) -> Option<String> {
+    let caps = ARXIV_ID.captures(s)?;
+    caps.get(1)
+        .or_else(|| caps.get(2))
+        .map(|m| m.as_str().to_string())
+}
+
+/// Parses one fetched body. `fetched_at` stands in for entries without dates and caps
+/// dates in the future.
+pub fn parse_feed(
+    bytes: &[u8],
+    source: &SourceConfig,
+    fetched_at: DateTime<Utc>,
+) -> Result<Vec<Item>, ParseError> {
+    let trimmed = trim_ascii_start(bytes);
+    if trimmed.is_empty() {
+        return Err(ParseError::Empty);
+    }
+    if looks_like_html(trimmed) {
+        return Err(ParseError::HtmlPage);
+    }
+    let body = repair_encoding(bytes);
+    // An empty id tells us the entry had no guid; we then derive our own stable key.
+    let parser = feed_rs::parser::Builder::new()
+        .id_generator(|_, _, _| String::new())
+        .build();
+    let feed = parser
+        .parse(body.as_ref())
+        .map_err(|e| ParseError::Invalid(e.to_string()))?;
+    let mut items: Vec<Item> = feed
+        .entries
+        .into_iter()
+        .map(|entry| to_item(entry, source, fetched_at))
+        .collect();
+    // Newest first, then key, so max_items keeps the newest and the order is deterministic.
+    items.sort_by(|a, b| {
+        b.published
+            .cmp(&a.published)
+            .then_with(|| a.key.cmp(&b.key))
+    });
+    items.dedup_by(|a, b| a.key == b.key);
+    if let Some(max) = source.max_items {
+        items.truncate(max);
+    }
+    Ok(items)
+}
+
+fn trim_ascii_start(bytes: &[u8]) -> &[u8] {
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    let start = bytes
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(bytes.len());
+    &bytes[start..]
+}
+
+fn looks_like_html(start: &[u8]) -> bool {
+    let head: Vec<u8> = start.iter().take(256).map(u8::to_ascii_lowercase).collect();
+    head.starts_with(b"<!doctype html") || head.starts_with(b"<html")
+}
+
+/// Feeds that are not valid UTF-8 although they declare (or default to) UTF-8 are repaired
+/// instead of rejected: with no declaration the bytes are read as Windows-1252 (what such
+/// feeds nearly always are), with a UTF-8 declaration bad sequences become U+FFFD. Feeds that
+/// declare another encoding are left for feed-rs to decode.
+pub fn repair_encoding(bytes: &[u8]) -> Cow<'_, [u8]> {
+    if std::str::from_utf8(bytes).is_ok() {
+        return Cow::Borrowed(bytes);
+    }
+    match declared_encoding(bytes) {
+        Some(enc) if !enc.eq_ignore_ascii_case("utf-8") && !enc.eq_ignore_ascii_case("utf8") => {
+            Cow::Borrowed(bytes)
+        }
+        Some(_) => Cow::Owned(String::from_utf8_lossy(bytes).into_owned().into_bytes()),
+        None => {
+            let (text, _, _) = encoding_rs::WINDOWS_1252.decode(bytes);
+            Cow::Owned(text.into_owned().into_bytes())
+        }
+    }
+}
+
+fn declared_encoding(bytes: &[u8]) -> Option<String> {
+    let head = &bytes[..bytes.len().min(200)];
+    let head = String::from_utf8_lossy(head);
+    let decl = head.strip_prefix('\u{feff}').unwrap_or(&head).trim_start();
+    let decl = &decl[..decl.find("?>")?];
+    let at = decl.find("encoding")?;
+    let value = decl[at + "encoding".len()..]
+        .trim_start()
+        .strip_prefix('=')?
+        .trim_start();
+    let quote = value.chars().next().filter(|c| *c == '"' || *c == '\'')?;
+    Some(value[1..].split(quote).next()?.to_string())
+}
+
+fn to_item(entry: feed_rs::model::Entry, source: &SourceConfig, fetched_at: DateTime<Utc>) -> Item {
+    let link = entry
+        .links
+        .iter()
+        .find(|l| l.rel.as_deref().is_none_or(|r| r == "alternate"))
+        .or_else(|| entry.links.first())
+        .map(|l| l.href.trim().to_string())
+        .unwrap_or_default();
+    let url = normalize_url(&link).unwrap_or_default();
+
+    let (mut text, links) = match (&entry.content, &entry.summary) {
+        (Some(content), _) if content.body.is_some() => body_text(
+            content.body.as_deref().unwrap_or(""),
+            content.content_type.as_str(),
+        ),
+        (_, Some(summary)) => body_text(&summary.content, summary.content_type.as_str()),
+        _ => (String::new(), Vec::new()),
+    };
+    text = strip_arxiv_listing_prefix(&text).to_string();
+    if text.chars().count() > MAX_TEXT_CHARS {
+        text = text.chars().take(MAX_TEXT_CHARS).collect();
+    }
+
+    let title = entry
+        .title
+        .as_ref()
+        .map(|t| {
+            let raw = if t.content_type.as_str().contains("html") {
+                html_to_text(&t.content).0
+            } else {
+                decode_entities(&t.content)
+            };
+            collapse_whitespace(&raw)
+        })
+        .filter(|t| !t.is_empty())
+        .unwrap_or_else(|| crate::text::truncate_chars(&collapse_whitespace(&text), 80));
+    let title = if title.is_empty() {
+        "(untitled)".to_string()
+    } else {
+        title
+    };
+
+    let arxiv = arxiv_id(&link).or_else(|| arxiv_id(&entry.id));
+    let kind = match source.kind {
+        SourceKind::Arxiv => ItemKind::Paper,
+        SourceKind::GithubReleases => ItemKind::Release,
+        SourceKind::Blog => ItemKind::Post,
+        SourceKind::Feed if arxiv.is_some() => ItemKind::Paper,
+        SourceKind::Feed if link.contains("/releases/tag/") => ItemKind::Release,
+        SourceKind::Feed => ItemKind::Post,
+    };
+    let release = (kind == ItemKind::Release).then(|| release_level(&link, &title));
+    let mut cited_arxiv: Vec<String> = links.iter().filter_map(|l| arxiv_id(l)).collect();
+    cited_arxiv.sort();
+    cited_arxiv.dedup();
+    if let Some(own) = &arxiv {
+        cited_arxiv.retain(|c| c != own);
+    }
+
+    let key = item_key(&arxiv, kind, &url, &entry.id, source, &title, &text);
+    let published = entry
+        .published
+        .or(entry.updated)
+        .unwrap_or(fetched_at)
+        .min(fetched_at);
+    Item {
+        key,
+        source: source.name.clone(),
+        kind,
+        title,
+        url,
+        text,
+        published,
+        release,
+        arxiv_id: if kind == ItemKind::Paper { arxiv } else { None },
+        cited_arxiv,
+    }
+}
+
+fn body_text(body: &str, content_type: &str) -> (String, Vec<String>) {
+    if content_type.contains("html") || body.contains("</") || body.contains("<br") {
+        html_to_text(body)
+    } else {
+        (crate::text::tidy_lines(&decode_entities(body)), Vec::new())
+    }
+}
+
+/// arXiv's RSS listing prefixes every description with "arXiv:ID Announce Type: new Abstract:".
+fn strip_arxiv_listing_prefix(text: &str) -> &str {
+    if text.starts_with("arXiv:") {
+        if let Some(at) = text.find("Abstract:") {
+            return text[at + "Abstract:".len()..].trim_start();
+        }
+    }
+    text
+}
+
+/// Stable key, in order of preference: arXiv id, release tag URL, guid, normalised link,
+/// content hash.
+fn item_key(
+    arxiv: &Option<String>,
+    kind: ItemKind,
+    url: &str,
+    guid: &str,
+    source: &SourceConfig,
+    title: &str,
+    text: &str,
+) -> String {
+    if let Some(id) = arxiv {
+        return format!("arxiv:{id}");
+    }
+    if kind == ItemKind::Release && url.contains("/releases/tag/") {
+        return format!("url:{url}");
+    }
+    let guid = guid.trim();
+    if !guid.is_empty() {
+        return format!("guid:{}:{guid}", source.name);
+    }
+    if !url.is_empty() {
+        return format!("url:{url}");
+    }
+    let mut hasher = Sha256::new();
+    hasher.update(source.name.as_bytes());
+    hasher.update([0]);
+    hasher.update(title.as_bytes());
+    hasher.update([0]);
+    hasher.update(text.as_bytes());
+    format!("hash:{}", hex(&hasher.finalize()[..12]))
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Release level from the tag in the release URL, else from the title.
+pub fn release_level(url: &str, title: &str) -> ReleaseLevel {
+    let tag = url
+        .rsplit_once("/releases/tag/")
+        .map(|(_, t)| t)
+        .unwrap_or("");
+    let haystack = format!("{tag} {title}").to_ascii_lowercase();
+    if haystack.contains("nightly") {
+        return ReleaseLevel::Nightly;
+    }
+    let Some(caps) = VERSION.captures(&haystack) else {
+        return if haystack.contains("pre-release") || haystack.contains("prerelease") {
+            ReleaseLevel::PreRelease
+        } else {
+            ReleaseLevel::Minor
+        };
+    };
+    if caps.get(4).is_some() {
+        return ReleaseLevel::PreRelease;
+    }
+    let minor: u64 = caps[2].parse().unwrap_or(0);
+    let patch: u64 = caps
+        .get(3)
+        .and_then(|m| m.as_str().parse().ok())
+        .unwrap_or(0);
+    match (minor, patch) {
+        (0, 0) => ReleaseLevel::Major,
+        (_, 0) => ReleaseLevel::Minor,
+        _ => ReleaseLevel::Patch,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{SourceConfig, SourceLocation};
+    use chrono::TimeZone;
+
+    fn source(kind: SourceKind) -> SourceConfig {
+        SourceConfig {
+            name: "s".into(),
+            location: SourceLocation::File("x".into()),
+            kind,
+            weight: 1.0,
+            max_items: None,
+        }
+    }
+
+    #[test]
+    fn release_levels_follow_semver_and_suffixes() {
+        let url = |t: &str| format!("https://github.com/o/r/releases/tag/{t}");
+        assert_eq!(release_level(&url("v5.0.0"), "v5.0.0"), ReleaseLevel::Major);
+        assert_eq!(
+            release_level(&url("v3.6.0"), "Triton 3.6.0"),
+            ReleaseLevel::Minor
+        );
+        assert_eq!(
+            release_level(&url("v2.9.1"), "PyTorch 2.9.1"),
+            ReleaseLevel::Patch
+        );
+        assert_eq!(
+            release_level(&url("v3.6.0-rc1"), "v3.6.0-rc1"),
+            ReleaseLevel::PreRelease
+        );
+        assert_eq!(
+            release_level(&url("nightly"), "Nightly build"),
+            ReleaseLevel::Nightly
+        );
+        assert_eq!(release_level("", "CUDA 13.0 released"), ReleaseLevel::Major);
+    }
+
+    #[test]
+    fn arxiv_ids_lose_their_version() {
+        assert_eq!(
+            arxiv_id("http://arxiv.org/abs/2610.18231v2").as_deref(),
+            Some("2610.18231")
+        );
+        assert_eq!(
+            arxiv_id("oai:arXiv.org:2411.17720v1").as_deref(),
+            Some("2411.17720")
+        );
+        assert_eq!(
+            arxiv_id("https://arxiv.org/pdf/hep-th/9901001v1").as_deref(),
+            Some("hep-th/9901001")
+        );
+        assert_eq!(arxiv_id("https://example.org/abs/1"), None);
+    }
+
+    #[test]
+    fn html_and_empty_bodies_get_named_errors() {
+        let now = Utc::now();
+        let s = source(SourceKind::Blog);
+        assert_eq!(parse_feed(b"  \n", &s, now), Err(ParseError::Empty));
+        assert_eq!(
+            parse_feed(b"<!DOCTYPE html><html></html>", &s, now),
+            Err(ParseError::HtmlPage)
+        );
+        assert!(matches!(
+            parse_feed(b"<rss><channel><item>", &s, now),
+            Err(ParseError::Invalid(_))
+        ));
+    }
+
+    #[test]
+    fn entries_without_ids_get_the_same_key_every_time() {
+        let xml = br#"<?xml version="1.0"?><rss version="2.0"><channel><title>t</title>
+            <item><title>No guid  here</title><description>Body &amp; more</description></item>
+            <item><title>Linked</title><link>https://Example.org/post/?utm_source=rss</link></item>
+            </channel></rss>"#;
+        let now = Utc.with_ymd_and_hms(2026, 10, 28, 0, 0, 0).unwrap();
+        let a = parse_feed(xml, &source(SourceKind::Blog), now).unwrap();
+        let b = parse_feed(xml, &source(SourceKind::Blog), now).unwrap();
+        assert_eq!(a, b);
+        let keys: Vec<&str> = a.iter().map(|i| i.key.as_str()).collect();
+        assert!(keys.contains(&"url:https://example.org/post"), "{keys:?}");
+        assert!(keys.iter().any(|k| k.starts_with("hash:")), "{keys:?}");
+        assert!(
+            a.iter().all(|i| i.published == now),
+            "undated entries take the fetch time"
+        );
+        assert!(a.iter().any(|i| i.title == "No guid here"));
+    }
+
+    #[test]
+    fn invalid_utf8_is_repaired() {
+        let mut xml = br#"<?xml version="1.0" encoding="utf-8"?><rss version="2.0"><channel><title>t</title><item><title>caf"#.to_vec();
+        xml.extend_from_slice(b"\xe9 </title><guid>1</guid></item></channel></rss>");
+        let items = parse_feed(&xml, &source(SourceKind::Blog), Utc::now()).unwrap();
+        assert_eq!(items[0].title, "caf\u{fffd}");
+    }
+}

@@ -1,0 +1,124 @@
+//! One digest, end to end: fetch -> parse -> store items -> window -> cluster/classify/score
+//! -> summarize -> assemble -> store the digest. The I/O steps live here; everything they
+//! call in between is pure.
+
+use chrono::{DateTime, NaiveDate, Utc};
+
+use crate::classify::Classifier;
+use crate::config::Config;
+use crate::digest::{self, Assembly};
+use crate::fetch::{FetchOutcome, Fetcher};
+use crate::locale::Locale;
+use crate::model::{Digest, FailedSource};
+use crate::parse::parse_feed;
+use crate::store::Store;
+use crate::summarize;
+
+/// Progress callbacks for a terminal; the daemon passes none.
+pub type Progress<'a> = &'a (dyn Fn(&str) + Sync);
+
+/// Fetches every source and records items and source state. Returns the sources that
+/// failed, each with an error message that names the problem.
+pub async fn refresh_sources(
+    config: &Config,
+    store: &Store,
+    progress: Progress<'_>,
+) -> anyhow::Result<Vec<FailedSource>> {
+    let fetcher = Fetcher::new(&config.fetch)?;
+    let mut validators = Vec::with_capacity(config.sources.len());
+    for source in &config.sources {
+        validators.push(store.validators(&source.name).await?);
+    }
+    let results = fetcher
+        .fetch_all(&config.sources, &validators, progress)
+        .await;
+    let mut failed = Vec::new();
+    for (source, result) in config.sources.iter().zip(results) {
+        let error = match result.outcome {
+            Ok(FetchOutcome::NotModified) => {
+                tracing::info!(message = "Source not modified", source = %source.name);
+                store
+                    .record_fetch_success(&source.name, None, result.fetched_at)
+                    .await?;
+                continue;
+            }
+            Ok(FetchOutcome::Fetched { body, validators }) => {
+                match parse_feed(&body, source, result.fetched_at) {
+                    Ok(items) => {
+                        tracing::info!(message = "Source fetched", source = %source.name, items = items.len());
+                        store.upsert_items(&items, result.fetched_at).await?;
+                        store
+                            .record_fetch_success(
+                                &source.name,
+                                Some(&validators),
+                                result.fetched_at,
+                            )
+                            .await?;
+                        continue;
+                    }
+                    Err(e) => e.to_string(),
+                }
+            }
+            Err(e) => e.to_string(),
+        };
+        tracing::warn!(message = "Source failed", source = %source.name, error = %error);
+        store
+            .record_fetch_failure(&source.name, &error, result.fetched_at)
+            .await?;
+        failed.push(FailedSource {
+            source: source.name.clone(),
+            error,
+        });
+    }
+    Ok(failed)
+}
+
+/// Builds the digest dated `date` from what the store holds (after `refresh_sources`) and
+/// saves it. `now` is when the run happens; the core never reads the clock itself.
+pub async fn build_digest(
+    config: &Config,
+    store: &Store,
+    date: NaiveDate,
+    failed: Vec<FailedSource>,
+    now: DateTime<Utc>,
+) -> anyhow::Result<Digest> {
+    let window = digest::window_for(date, config);
+    let names: Vec<String> = config.sources.iter().map(|s| s.name.clone()).collect();
+    let items = store.items_in_window(&names, &window).await?;
+    let source_counts = digest::count_by_source(&items, config, &failed);
+    let classifier = Classifier::new(&config.layers);
+    let candidates = digest::eligible(
+        digest::candidates(items, &window, config, &classifier),
+        config,
+    );
+    let locale = Locale::load(
+        &config.digest.language,
+        config.digest.templates_dir.as_deref(),
+    )?;
+    let summaries = summarize::summarize(&candidates, config, &locale, store).await?;
+    let digest = digest::assemble(
+        &candidates,
+        &summaries,
+        Assembly {
+            date,
+            window,
+            config,
+            locale: &locale,
+            source_counts,
+            failed_sources: failed,
+        },
+    );
+    store.save_digest(&digest, now).await?;
+    Ok(digest)
+}
+
+/// Fetch and build in one go: what `digest --force`, `demo` and the scheduler run.
+pub async fn generate(
+    config: &Config,
+    store: &Store,
+    date: NaiveDate,
+    progress: Progress<'_>,
+) -> anyhow::Result<Digest> {
+    let failed = refresh_sources(config, store, progress).await?;
+    build_digest(config, store, date, failed, Utc::now()).await
+}

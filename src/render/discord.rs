@@ -1,0 +1,163 @@
+//! Discord message payloads (JSON bodies for "create message" and "execute webhook"). Pure.
+//!
+//! One header embed (title + overview), one embed per event, one closing embed (watch list
+//! and generation notes). Every Discord limit is enforced here, because serenity checks only
+//! a few: title 256, description 4096, 25 fields, field name 256 / value 1024, footer 2048,
+//! author 256, 10 embeds and 6000 characters per message. Text over a limit is cut at a word
+//! boundary and marked with '…'. `allowed_mentions` with no parse targets goes on every
+//! message so feed text can never ping anyone.
+
+use serde_json::{Value, json};
+
+use crate::locale::Locale;
+use crate::model::{Digest, DigestEvent};
+use crate::text::truncate_chars;
+
+pub const TITLE_MAX: usize = 256;
+pub const DESCRIPTION_MAX: usize = 4096;
+pub const FIELDS_MAX: usize = 25;
+pub const FIELD_NAME_MAX: usize = 256;
+pub const FIELD_VALUE_MAX: usize = 1024;
+pub const FOOTER_MAX: usize = 2048;
+pub const AUTHOR_MAX: usize = 256;
+pub const EMBEDS_PER_MESSAGE: usize = 10;
+pub const CHARS_PER_MESSAGE: usize = 6000;
+
+const GREEN: u32 = 0x2E_CC_71;
+const BLUE: u32 = 0x34_98_DB;
+const GREY: u32 = 0x95_A5_A6;
+
+/// The messages of one digest, in order.
+pub fn messages(d: &Digest, t: &Locale) -> Vec<Value> {
+    let footer = truncate_chars(&format!("{} · {}", d.date, d.generation_mode), FOOTER_MAX);
+    let mut embeds = vec![json!({
+        "title": truncate_chars(&d.title, TITLE_MAX),
+        "description": truncate_chars(&d.overview, DESCRIPTION_MAX),
+        "footer": {"text": footer},
+    })];
+    for (key, events) in [
+        ("key_changes", &d.key_changes),
+        ("papers", &d.papers),
+        ("other_updates", &d.other_updates),
+    ] {
+        for (i, e) in events.iter().enumerate() {
+            embeds.push(event_embed(i + 1, e, t.get(key), &footer, t));
+        }
+    }
+    let mut closing = String::new();
+    if d.is_empty() {
+        closing.push_str(t.get("empty"));
+        closing.push_str("\n\n");
+    }
+    if !d.watchlist.is_empty() {
+        closing.push_str(&format!("**{}**\n", t.get("watchlist")));
+        for w in &d.watchlist {
+            closing.push_str(&format!("• {}\n", w.text));
+        }
+        closing.push('\n');
+    }
+    closing.push_str(&format!("**{}**\n", t.get("notes")));
+    for line in crate::render::notes(d, t) {
+        closing.push_str(&format!("• {line}\n"));
+    }
+    embeds.push(json!({
+        "description": truncate_chars(closing.trim_end(), DESCRIPTION_MAX),
+        "footer": {"text": footer},
+    }));
+    pack(embeds)
+}
+
+fn event_embed(n: usize, e: &DigestEvent, section: &str, footer: &str, t: &Locale) -> Value {
+    let description = format!("{}\n\n**{}** {}", e.summary, t.get("why"), e.why_it_matters);
+    let mut fields = vec![
+        json!({"name": field_name(t.get("layers")), "value": field_value(&e.layers.join(t.get("list_separator"))), "inline": true}),
+        json!({"name": field_name(t.get("score")), "value": format!("{}/100", e.score), "inline": true}),
+    ];
+    // Source links, as many fields as needed, each within the field value limit.
+    let mut value = String::new();
+    for (i, s) in e.sources.iter().enumerate() {
+        let link = format!(
+            "[{}]({})",
+            t.fill("source_n", &[("n", &(i + 1).to_string())]),
+            s.url
+        );
+        if !value.is_empty() && value.chars().count() + 2 + link.chars().count() > FIELD_VALUE_MAX {
+            fields.push(json!({"name": field_name(t.get("sources")), "value": std::mem::take(&mut value), "inline": false}));
+        }
+        if !value.is_empty() {
+            value.push_str(", ");
+        }
+        value.push_str(&link);
+    }
+    if !value.is_empty() {
+        fields.push(json!({"name": field_name(t.get("sources")), "value": field_value(&value), "inline": false}));
+    }
+    fields.truncate(FIELDS_MAX);
+    let color = match e.score.as_f64() {
+        s if s >= 85.0 => GREEN,
+        s if s >= 70.0 => BLUE,
+        _ => GREY,
+    };
+    let mut embed = json!({
+        "author": {"name": truncate_chars(section, AUTHOR_MAX)},
+        "title": truncate_chars(&format!("{n}. {}", e.title), TITLE_MAX),
+        "description": truncate_chars(&description, DESCRIPTION_MAX),
+        "color": color,
+        "fields": fields,
+        "footer": {"text": footer},
+    });
+    if let Some(first) = e.sources.first() {
+        embed["url"] = Value::String(first.url.clone());
+    }
+    embed
+}
+
+fn field_name(s: &str) -> String {
+    let s = s.trim_end_matches([':', '：']);
+    truncate_chars(if s.is_empty() { "-" } else { s }, FIELD_NAME_MAX)
+}
+
+fn field_value(s: &str) -> String {
+    truncate_chars(if s.is_empty() { "-" } else { s }, FIELD_VALUE_MAX)
+}
+
+/// Characters of an embed that count toward the 6000 limit.
+pub fn embed_chars(embed: &Value) -> usize {
+    let len = |v: &Value| v.as_str().map_or(0, |s| s.chars().count());
+    let mut n = len(&embed["title"])
+        + len(&embed["description"])
+        + len(&embed["footer"]["text"])
+        + len(&embed["author"]["name"]);
+    if let Some(fields) = embed["fields"].as_array() {
+        n += fields
+            .iter()
+            .map(|f| len(&f["name"]) + len(&f["value"]))
+            .sum::<usize>();
+    }
+    n
+}
+
+fn pack(embeds: Vec<Value>) -> Vec<Value> {
+    let mut messages = Vec::new();
+    let mut current: Vec<Value> = Vec::new();
+    let mut chars = 0;
+    for embed in embeds {
+        let n = embed_chars(&embed);
+        if !current.is_empty()
+            && (current.len() == EMBEDS_PER_MESSAGE || chars + n > CHARS_PER_MESSAGE)
+        {
+            messages.push(message(std::mem::take(&mut current)));
+            chars = 0;
+        }
+        chars += n;
+        current.push(embed);
+    }
+    if !current.is_empty() {
+        messages.push(message(current));
+    }
+    messages
+}
+
+fn message(embeds: Vec<Value>) -> Value {
+    json!({"embeds": embeds, "allowed_mentions": {"parse": []}})
+}

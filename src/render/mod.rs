@@ -1,0 +1,312 @@
+//! Renders of a stored digest: Markdown, HTML page, email HTML and text, Telegram HTML
+//! messages, Discord message payloads, JSON. Pure.
+//!
+//! Templates live in templates/ and are embedded; a file of the same name in
+//! `digest.templates_dir` overrides one. minijinja escapes by file name: `.html` templates
+//! HTML-escape every value, `.md` ones use the `md` filter for untrusted text.
+
+pub mod discord;
+pub mod telegram;
+
+use std::path::Path;
+
+use anyhow::Context as _;
+use minijinja::{Environment, Value, context};
+use serde::Serialize;
+
+use crate::locale::Locale;
+use crate::model::{Digest, DigestEvent};
+use crate::text::collapse_whitespace;
+
+/// Separates units inside the Telegram template; never occurs in escaped text.
+pub const UNIT_SEPARATOR: &str = "\u{1e}";
+
+const TEMPLATES: &[(&str, &str)] = &[
+    ("digest.md.j2", include_str!("../../templates/digest.md.j2")),
+    (
+        "digest.html.j2",
+        include_str!("../../templates/digest.html.j2"),
+    ),
+    (
+        "email.html.j2",
+        include_str!("../../templates/email.html.j2"),
+    ),
+    ("email.txt.j2", include_str!("../../templates/email.txt.j2")),
+    (
+        "telegram.html.j2",
+        include_str!("../../templates/telegram.html.j2"),
+    ),
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Md,
+    Html,
+    Json,
+    Telegram,
+    Discord,
+    EmailText,
+    EmailHtml,
+}
+
+impl Format {
+    pub const ALL: [Format; 7] = [
+        Format::Md,
+        Format::Html,
+        Format::Json,
+        Format::Telegram,
+        Format::Discord,
+        Format::EmailText,
+        Format::EmailHtml,
+    ];
+
+    /// File name for `--out DIR`; `{n}` is the message number for multi-message formats.
+    pub fn file_name(self, n: usize, total: usize) -> String {
+        let numbered = |base: &str, ext: &str| {
+            if total > 1 {
+                format!("{base}-{n}.{ext}")
+            } else {
+                format!("{base}.{ext}")
+            }
+        };
+        match self {
+            Format::Md => "digest.md".into(),
+            Format::Html => "digest.html".into(),
+            Format::Json => "digest.json".into(),
+            Format::Telegram => numbered("telegram", "html"),
+            Format::Discord => numbered("discord", "json"),
+            Format::EmailText => "email.txt".into(),
+            Format::EmailHtml => "email.html".into(),
+        }
+    }
+}
+
+pub struct Renderer {
+    env: Environment<'static>,
+    locale: Locale,
+}
+
+/// What templates see of one event.
+#[derive(Serialize)]
+struct EventView {
+    n: usize,
+    id: String,
+    title: String,
+    url: String,
+    summary: String,
+    why: String,
+    layers: String,
+    score: String,
+    kind: String,
+    sources: Vec<LinkView>,
+}
+
+#[derive(Serialize)]
+struct LinkView {
+    label: String,
+    name: String,
+    url: String,
+}
+
+#[derive(Serialize)]
+struct SectionView {
+    key: &'static str,
+    heading: String,
+    events: Vec<EventView>,
+}
+
+impl Renderer {
+    pub fn new(language: &str, templates_dir: Option<&Path>) -> anyhow::Result<Renderer> {
+        let locale = Locale::load(language, templates_dir)?;
+        let mut env = Environment::new();
+        env.set_trim_blocks(true);
+        env.set_lstrip_blocks(true);
+        env.add_filter("md", md_escape);
+        env.add_filter("md_url", md_url);
+        for (name, builtin) in TEMPLATES {
+            let custom = templates_dir.map(|d| d.join(name)).filter(|p| p.exists());
+            let source = match custom {
+                Some(path) => std::fs::read_to_string(&path)
+                    .with_context(|| format!("Cannot read template {}", path.display()))?,
+                None => builtin.to_string(),
+            };
+            env.add_template_owned(name.to_string(), source)
+                .with_context(|| format!("Template {name} has a syntax error"))?;
+        }
+        Ok(Renderer { env, locale })
+    }
+
+    pub fn locale(&self) -> &Locale {
+        &self.locale
+    }
+
+    /// One render; multi-message formats (Telegram, Discord) give one string per message.
+    pub fn render(&self, digest: &Digest, format: Format) -> anyhow::Result<Vec<String>> {
+        Ok(match format {
+            Format::Md => vec![self.template("digest.md.j2", digest)?],
+            Format::Html => vec![self.template("digest.html.j2", digest)?],
+            Format::EmailHtml => vec![self.template("email.html.j2", digest)?],
+            Format::EmailText => vec![self.template("email.txt.j2", digest)?],
+            Format::Json => vec![serde_json::to_string_pretty(digest)? + "\n"],
+            Format::Telegram => self.telegram(digest)?,
+            Format::Discord => discord::messages(digest, &self.locale)
+                .iter()
+                .map(|m| serde_json::to_string_pretty(m).map(|s| s + "\n"))
+                .collect::<Result<_, _>>()?,
+        })
+    }
+
+    /// Telegram HTML messages, each at most 4096 characters, split at event boundaries.
+    pub fn telegram(&self, digest: &Digest) -> anyhow::Result<Vec<String>> {
+        let html = self.template("telegram.html.j2", digest)?;
+        let units: Vec<&str> = html
+            .split(UNIT_SEPARATOR)
+            .map(str::trim)
+            .filter(|u| !u.is_empty())
+            .collect();
+        Ok(telegram::pack(&units, telegram::MAX_MESSAGE_CHARS))
+    }
+
+    fn template(&self, name: &str, digest: &Digest) -> anyhow::Result<String> {
+        let template = self.env.get_template(name)?;
+        let ctx = self.context(digest);
+        template
+            .render(ctx)
+            .with_context(|| format!("Cannot render template {name}"))
+    }
+
+    fn context(&self, d: &Digest) -> Value {
+        let t = &self.locale;
+        let sections: Vec<SectionView> = [
+            ("key_changes", &d.key_changes),
+            ("papers", &d.papers),
+            ("other_updates", &d.other_updates),
+        ]
+        .into_iter()
+        .filter(|(_, events)| !events.is_empty())
+        .map(|(key, events)| SectionView {
+            key,
+            heading: t.get(key).to_string(),
+            events: events
+                .iter()
+                .enumerate()
+                .map(|(i, e)| self.event_view(i + 1, e))
+                .collect(),
+        })
+        .collect();
+        context! {
+            t => Value::from_serialize(t),
+            lang => d.language,
+            date => d.date.to_string(),
+            title => d.title,
+            overview => collapse_whitespace(&d.overview),
+            sections => Value::from_serialize(&sections),
+            empty => d.is_empty(),
+            watchlist => d.watchlist.iter().map(|w| collapse_whitespace(&w.text)).collect::<Vec<_>>(),
+            notes => notes(d, t),
+            cut => Value::from_safe_string(UNIT_SEPARATOR.to_string()),
+        }
+    }
+
+    fn event_view(&self, n: usize, e: &DigestEvent) -> EventView {
+        let t = &self.locale;
+        EventView {
+            n,
+            id: e.id.clone(),
+            title: collapse_whitespace(&e.title),
+            url: e.sources.first().map(|s| s.url.clone()).unwrap_or_default(),
+            summary: collapse_whitespace(&e.summary),
+            why: collapse_whitespace(&e.why_it_matters),
+            layers: e.layers.join(t.get("list_separator")),
+            score: e.score.to_string(),
+            kind: format!("{:?}", e.kind).to_lowercase(),
+            sources: e
+                .sources
+                .iter()
+                .enumerate()
+                .map(|(i, s)| LinkView {
+                    label: t.fill("source_n", &[("n", &(i + 1).to_string())]),
+                    name: s.name.clone(),
+                    url: s.url.clone(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// The generation-notes lines, from the locale table.
+pub fn notes(d: &Digest, t: &Locale) -> Vec<String> {
+    let mut lines = vec![
+        t.fill(
+            "window",
+            &[
+                ("start", &d.window.start.to_rfc3339()),
+                ("end", &d.window.end.to_rfc3339()),
+            ],
+        ),
+        t.fill("mode", &[("mode", &d.generation_mode)]),
+        t.get("disclaimer").to_string(),
+    ];
+    let counts: Vec<String> = d
+        .source_counts
+        .iter()
+        .filter(|c| c.items > 0)
+        .map(|c| {
+            t.fill(
+                "raw_item",
+                &[("source", &c.source), ("n", &c.items.to_string())],
+            )
+        })
+        .collect();
+    let none = "0".to_string();
+    lines.push(format!(
+        "{}{}",
+        t.get("raw_items"),
+        if counts.is_empty() {
+            none
+        } else {
+            counts.join(t.get("list_separator"))
+        }
+    ));
+    if !d.failed_sources.is_empty() {
+        let failed: Vec<String> = d
+            .failed_sources
+            .iter()
+            .map(|f| format!("{} ({})", f.source, f.error))
+            .collect();
+        lines.push(format!(
+            "{}{}",
+            t.get("failed"),
+            failed.join(t.get("list_separator"))
+        ));
+    }
+    if d.llm_fallbacks > 0 {
+        lines.push(t.fill("llm_fallbacks", &[("n", &d.llm_fallbacks.to_string())]));
+    }
+    lines
+}
+
+/// Escapes Markdown syntax in untrusted text so a feed title cannot inject links or HTML.
+fn md_escape(value: String) -> String {
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        if matches!(
+            c,
+            '\\' | '`' | '*' | '_' | '[' | ']' | '<' | '>' | '#' | '|' | '~'
+        ) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A URL safe inside Markdown link parentheses.
+fn md_url(value: String) -> String {
+    value
+        .replace('(', "%28")
+        .replace(')', "%29")
+        .replace(' ', "%20")
+        .replace('<', "%3C")
+        .replace('>', "%3E")
+}

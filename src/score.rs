@@ -1,0 +1,223 @@
+//! Event -> score 0..=100 with a breakdown. Pure and deterministic.
+//!
+//! score = Σ weight_c × value_c over five components, each value in [0, 1] and the weights
+//! (config `[score]`) summing to 100:
+//!
+//! - source: the highest configured weight among the event's sources.
+//! - relevance: k / 10 capped at 1, where k = distinct layer keywords matched + distinct
+//!   keywords matched in a title (title words count twice). No keyword, no relevance.
+//! - impact: releases by level (major 1.0, minor 0.75, patch 0.35, pre-release 0.3,
+//!   nightly 0.1) plus 0.05 per quantified result (max +0.2); papers and posts 0.3 plus 0.15
+//!   per quantified result, counting at most three. A quantified result is a number with a
+//!   unit of effect: "40x", "1.9×", "0.2%", "120 TFLOPS".
+//! - corroboration: distinct sources; one 0, two 0.7, three or more 1.
+//! - freshness: 0.5 at the start of the window rising to 1 at its end (newest item).
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+use crate::classify::Classification;
+use crate::config::{Config, ScoreWeights};
+use crate::model::{Event, ItemKind, ReleaseLevel, Score, ScoreComponent, Window};
+
+static QUANTIFIED: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?i)\b\d+(?:\.\d+)?\s?(?:x\b|×|%|percent\b|tflops\b|pflops\b|gb/s\b|tb/s\b|tokens/s\b)",
+    )
+    .expect("valid regex")
+});
+
+/// The score of one event and what went into it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Assessment {
+    pub score: Score,
+    pub breakdown: Vec<ScoreComponent>,
+    /// Quantified results found in the event's text, in order of appearance, distinct.
+    pub quantified: Vec<String>,
+    pub release: Option<ReleaseLevel>,
+}
+
+/// Distinct quantified results ("40x", "0.2%") in a text.
+pub fn quantified_results(text: &str) -> Vec<String> {
+    let mut found: Vec<String> = Vec::new();
+    for m in QUANTIFIED.find_iter(text) {
+        let s = m.as_str().replace(' ', "");
+        if !found.contains(&s) {
+            found.push(s);
+        }
+    }
+    found
+}
+
+pub fn assess(
+    event: &Event,
+    classification: &Classification,
+    window: &Window,
+    config: &Config,
+) -> Assessment {
+    let w = &config.score;
+    let primary = event.primary();
+    let mut quantified = Vec::new();
+    for item in &event.items {
+        for q in quantified_results(&format!("{} {}", item.title, item.text)) {
+            if !quantified.contains(&q) {
+                quantified.push(q);
+            }
+        }
+    }
+    let release = if primary.kind == ItemKind::Release {
+        primary.release
+    } else {
+        None
+    };
+
+    let (source_weight, source_name) = event
+        .items
+        .iter()
+        .map(|i| {
+            (
+                config.source(&i.source).map_or(0.5, |s| s.weight),
+                i.source.as_str(),
+            )
+        })
+        .fold(
+            (0.0_f64, ""),
+            |best, cur| if cur.0 > best.0 { cur } else { best },
+        );
+
+    let k = classification.keywords.len() + classification.title_keywords.len();
+    let relevance = (k as f64 / 10.0).min(1.0);
+
+    let counted = quantified.len().min(3) as f64;
+    let (impact, impact_reason) = match release {
+        Some(level) => {
+            let base = match level {
+                ReleaseLevel::Major => 1.0,
+                ReleaseLevel::Minor => 0.75,
+                ReleaseLevel::Patch => 0.35,
+                ReleaseLevel::PreRelease => 0.3,
+                ReleaseLevel::Nightly => 0.1,
+            };
+            let value = (base + (0.05 * quantified.len() as f64).min(0.2)).min(1.0);
+            (
+                value,
+                format!(
+                    "{} release; quantified results: {}",
+                    level.as_str(),
+                    list_or_none(&quantified)
+                ),
+            )
+        }
+        None => (
+            0.3 + 0.15 * counted,
+            format!("quantified results: {}", list_or_none(&quantified)),
+        ),
+    };
+
+    let sources = event.source_names().len();
+    let corroboration = match sources {
+        0 | 1 => 0.0,
+        2 => 0.7,
+        _ => 1.0,
+    };
+
+    let newest = event
+        .items
+        .iter()
+        .map(|i| i.published)
+        .max()
+        .unwrap_or(primary.published);
+    let span = (window.end - window.start).num_seconds().max(1) as f64;
+    let position = ((newest - window.start.to_utc()).num_seconds() as f64 / span).clamp(0.0, 1.0);
+    let freshness = 0.5 + 0.5 * position;
+
+    let components = [
+        (
+            "source",
+            source_weight,
+            w.source,
+            format!("highest source weight {source_weight:.2} ({source_name})"),
+        ),
+        (
+            "relevance",
+            relevance,
+            w.relevance,
+            format!(
+                "{k} keyword hits (title hits count twice): {}",
+                list_or_none(&classification.keywords)
+            ),
+        ),
+        ("impact", impact, w.impact, impact_reason),
+        (
+            "corroboration",
+            corroboration,
+            w.corroboration,
+            format!("{sources} distinct source(s)"),
+        ),
+        (
+            "freshness",
+            freshness,
+            w.freshness,
+            format!("newest item at {:.0}% of the window", position * 100.0),
+        ),
+    ];
+    let breakdown: Vec<ScoreComponent> = components
+        .into_iter()
+        .map(|(name, value, weight, reason)| ScoreComponent {
+            name: name.into(),
+            value: round(value, 3),
+            weight,
+            points: round(value * weight, 2),
+            reason,
+        })
+        .collect();
+    let total: f64 = components_total(&breakdown);
+    Assessment {
+        score: Score::from_f64(total),
+        breakdown,
+        quantified,
+        release,
+    }
+}
+
+fn components_total(breakdown: &[ScoreComponent]) -> f64 {
+    breakdown.iter().map(|c| c.value * c.weight).sum()
+}
+
+fn round(x: f64, decimals: i32) -> f64 {
+    let f = 10f64.powi(decimals);
+    (x * f).round() / f
+}
+
+fn list_or_none(items: &[String]) -> String {
+    if items.is_empty() {
+        "none".into()
+    } else {
+        items.join(", ")
+    }
+}
+
+/// Check that the weights make a 0..=100 scale (config validation guarantees it).
+pub fn max_points(w: &ScoreWeights) -> f64 {
+    w.source + w.relevance + w.impact + w.corroboration + w.freshness
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantified_results_are_found_once_each() {
+        let q = quantified_results(
+            "Up to 40x faster, 0.2% overhead, 1.9× over FA3, 40x again, 120 TFLOPS, v3.6",
+        );
+        assert_eq!(q, vec!["40x", "0.2%", "1.9×", "120TFLOPS"]);
+    }
+
+    #[test]
+    fn default_weights_make_a_100_point_scale() {
+        let c = Config::parse("").unwrap();
+        assert_eq!(max_points(&c.score), 100.0);
+    }
+}

@@ -1,0 +1,236 @@
+//! Extractive summaries: offline, deterministic, no model. Pure.
+//!
+//! - summary: the leading sentences of the primary item (else of any item) within the
+//!   `summarize.summary_chars` budget; headings and boiler-plate lines are skipped.
+//! - why it matters: up to two later sentences carrying impact cues (a quantified result or
+//!   words such as "faster", "outperforms", "breaking"), else a line built from the locale
+//!   table out of the event kind, its layers and its quantified results.
+//! - brief (for the overview): the first summary sentence, at most 200 characters.
+//! - watch: a locale phrase for the event kind around its title.
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+use super::EventText;
+use crate::digest::Candidate;
+use crate::locale::Locale;
+use crate::model::ItemKind;
+use crate::text::truncate_chars;
+
+const WHY_CHARS: usize = 360;
+const BRIEF_CHARS: usize = 200;
+
+static IMPACT_CUE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?i)\b(faster|speedups?|outperform\w*|improv\w*|reduc\w*|lower|higher|enabl\w*|breaking|deprecat\w*|regression|up to|speeds? up|accelerat\w*|first|state[- ]of[- ]the[- ]art)\b|\d(?:x\b|×|%)",
+    )
+    .expect("valid regex")
+});
+
+pub fn summarize(candidate: &Candidate, locale: &Locale, budget: usize) -> EventText {
+    let event = &candidate.event;
+    let text = event
+        .items
+        .iter()
+        .map(|i| i.text.as_str())
+        .find(|t| !t.trim().is_empty())
+        .unwrap_or(event.primary().title.as_str());
+    let sentences = sentences(text);
+
+    let mut used = 0;
+    let mut summary = String::new();
+    for s in &sentences {
+        let len = s.chars().count();
+        if !summary.is_empty() && summary.chars().count() + 1 + len > budget {
+            break;
+        }
+        if !summary.is_empty() {
+            summary.push(' ');
+        }
+        summary.push_str(s);
+        used += 1;
+    }
+    let summary = truncate_chars(&summary, budget);
+
+    let cues: Vec<&String> = sentences[used.min(sentences.len())..]
+        .iter()
+        .filter(|s| IMPACT_CUE.is_match(s))
+        .take(2)
+        .collect();
+    let why_it_matters = if cues.is_empty() {
+        fallback_why(candidate, locale)
+    } else {
+        truncate_chars(
+            &cues
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(" "),
+            WHY_CHARS,
+        )
+    };
+
+    let brief = truncate_chars(
+        sentences.first().map_or(summary.as_str(), String::as_str),
+        BRIEF_CHARS,
+    );
+    let watch_key = match event.primary().kind {
+        ItemKind::Release => "watch_release",
+        ItemKind::Paper => "watch_paper",
+        ItemKind::Post => "watch_post",
+    };
+    let watch = locale.fill(
+        watch_key,
+        &[("title", &truncate_chars(&event.primary().title, 80))],
+    );
+    EventText {
+        summary,
+        why_it_matters,
+        brief,
+        watch,
+    }
+}
+
+/// The locale's "why it matters" line, for texts without an impact sentence.
+pub fn fallback_why(candidate: &Candidate, locale: &Locale) -> String {
+    let kind_key = match (candidate.event.primary().kind, candidate.assessment.release) {
+        (ItemKind::Release, Some(level)) => format!("kind_release_{}", level.as_str()),
+        (ItemKind::Release, None) => "kind_release_minor".to_string(),
+        (ItemKind::Paper, _) => "kind_paper".to_string(),
+        (ItemKind::Post, _) => "kind_post".to_string(),
+    };
+    let layers = candidate
+        .classification
+        .layers
+        .join(locale.get("list_separator"));
+    let results: Vec<&str> = candidate
+        .assessment
+        .quantified
+        .iter()
+        .take(3)
+        .map(String::as_str)
+        .collect();
+    let signal = if results.is_empty() {
+        String::new()
+    } else {
+        locale.fill(
+            "why_signal",
+            &[("results", &results.join(locale.get("list_separator")))],
+        )
+    };
+    locale.fill(
+        "why_fallback",
+        &[
+            ("kind", locale.get(&kind_key)),
+            ("layers", &layers),
+            ("signal", &signal),
+        ],
+    )
+}
+
+/// Sentences of a text, in order, each ending with punctuation. Lines are units of their own
+/// (list items in release notes); short lines without punctuation are headings and skipped.
+pub fn sentences(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let line = line.trim().trim_start_matches(['-', '*', '•']).trim();
+        if line.is_empty() || is_boilerplate(line) {
+            continue;
+        }
+        let ends_with_stop = line.ends_with(['.', '!', '?', '。', '！', '？', ':', ';']);
+        if line.chars().count() < 30 && !ends_with_stop {
+            continue;
+        }
+        for sentence in split_sentences(line) {
+            let mut s = sentence.trim().to_string();
+            if s.is_empty() {
+                continue;
+            }
+            if s.ends_with(':') || s.ends_with(';') {
+                s.pop();
+                s.push('.');
+            } else if !s.ends_with(['.', '!', '?', '。', '！', '？', ')', '"']) {
+                s.push('.');
+            }
+            out.push(s);
+        }
+    }
+    out
+}
+
+fn is_boilerplate(line: &str) -> bool {
+    let lower = line.to_ascii_lowercase();
+    lower.starts_with("full changelog")
+        || lower.starts_with("http://")
+        || lower.starts_with("https://")
+        || lower.starts_with("the post ")
+        || lower.starts_with("continue reading")
+        || lower.starts_with("read more")
+}
+
+/// Splits after '.', '!' or '?' followed by a space and an upper-case letter or digit (so
+/// "e.g. the" and "v3.6.0" stay whole), and after CJK full stops.
+fn split_sentences(line: &str) -> Vec<&str> {
+    let mut parts = Vec::new();
+    let mut start = 0;
+    let chars: Vec<(usize, char)> = line.char_indices().collect();
+    for w in 0..chars.len() {
+        let (i, c) = chars[w];
+        let end = i + c.len_utf8();
+        let split = match c {
+            '。' | '！' | '？' => true,
+            '.' | '!' | '?' => {
+                let next = chars.get(w + 1).map(|x| x.1);
+                let after = chars.get(w + 2).map(|x| x.1);
+                next == Some(' ')
+                    && after.is_some_and(|a| a.is_uppercase() || a.is_ascii_digit())
+                    && !ends_with_abbreviation(&line[start..end])
+            }
+            _ => false,
+        };
+        if split {
+            parts.push(&line[start..end]);
+            start = end;
+        }
+    }
+    if start < line.len() {
+        parts.push(&line[start..]);
+    }
+    parts
+}
+
+fn ends_with_abbreviation(s: &str) -> bool {
+    let last = s.rsplit(' ').next().unwrap_or("").to_ascii_lowercase();
+    matches!(
+        last.as_str(),
+        "e.g." | "i.e." | "et al." | "al." | "vs." | "fig." | "eq." | "sec." | "approx."
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sentences_skip_headings_and_keep_versions_whole() {
+        let text = "Highlights\n- Adds tl.atomic_poll for v3.6.0 users\nWe compare with FA3, e.g. Hopper. It is 1.9x faster. Done!\nFull Changelog: https://x";
+        assert_eq!(
+            sentences(text),
+            vec![
+                "Adds tl.atomic_poll for v3.6.0 users.",
+                "We compare with FA3, e.g. Hopper.",
+                "It is 1.9x faster.",
+                "Done!"
+            ]
+        );
+    }
+
+    #[test]
+    fn chinese_sentences_split_on_full_stops() {
+        assert_eq!(
+            sentences("第一句话足够长。第二句。"),
+            vec!["第一句话足够长。", "第二句。"]
+        );
+    }
+}

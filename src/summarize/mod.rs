@@ -1,0 +1,63 @@
+//! Summaries for each event: extractive (default, offline, deterministic) or an
+//! OpenAI-compatible LLM, with per-event fallback to extractive when the LLM fails or its
+//! answer does not pass validation.
+
+pub mod extractive;
+pub mod llm;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::{Config, SummarizeMode};
+use crate::digest::Candidate;
+use crate::locale::Locale;
+use crate::store::Store;
+
+/// The generated text of one event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventText {
+    pub summary: String,
+    pub why_it_matters: String,
+    pub brief: String,
+    pub watch: String,
+}
+
+/// Texts for each candidate (same order), plus what the generation notes report.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Summaries {
+    pub texts: Vec<EventText>,
+    /// Per candidate: true when the LLM was asked and extractive text was used instead.
+    pub fell_back: Vec<bool>,
+    /// `extractive` or the provider's name.
+    pub mode: String,
+}
+
+pub fn extractive_all(candidates: &[Candidate], locale: &Locale, budget: usize) -> Summaries {
+    Summaries {
+        texts: candidates
+            .iter()
+            .map(|c| extractive::summarize(c, locale, budget))
+            .collect(),
+        fell_back: vec![false; candidates.len()],
+        mode: "extractive".into(),
+    }
+}
+
+/// Summarises with the configured mode. LLM mode needs the key in the environment
+/// variable named by `summarize.api_key_env`; without it this fails before any request.
+pub async fn summarize(
+    candidates: &[Candidate],
+    config: &Config,
+    locale: &Locale,
+    store: &Store,
+) -> anyhow::Result<Summaries> {
+    let budget = config.summarize.summary_chars;
+    match config.summarize.mode {
+        SummarizeMode::Extractive => Ok(extractive_all(candidates, locale, budget)),
+        SummarizeMode::Llm => {
+            let client = llm::LlmClient::from_config(&config.summarize.llm)?;
+            Ok(client
+                .summarize_all(candidates, &config.digest.language, locale, budget, store)
+                .await)
+        }
+    }
+}

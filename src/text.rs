@@ -1,0 +1,265 @@
+//! Small text helpers shared by the pure stages: HTML to text, entity decoding, whitespace,
+//! URL normalisation and length-bounded truncation. No I/O.
+
+/// Plain text of an HTML fragment plus the `href`s of its links, in document order.
+///
+/// Block elements become line breaks so later sentence splitting sees list items and
+/// paragraphs as separate units; script and style contents are dropped.
+pub fn html_to_text(html: &str) -> (String, Vec<String>) {
+    let mut out = String::with_capacity(html.len());
+    let mut links = Vec::new();
+    let mut rest = html;
+    while let Some(lt) = rest.find('<') {
+        out.push_str(&rest[..lt]);
+        rest = &rest[lt..];
+        if let Some(after) = rest.strip_prefix("<!--") {
+            rest = after.find("-->").map_or("", |end| &after[end + 3..]);
+            continue;
+        }
+        let Some(gt) = rest.find('>') else {
+            // A stray '<' with no tag after it is text.
+            out.push_str("&lt;");
+            rest = &rest[1..];
+            continue;
+        };
+        let tag = &rest[1..gt];
+        rest = &rest[gt + 1..];
+        let closing = tag.starts_with('/');
+        let name: String = tag
+            .trim_start_matches('/')
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric())
+            .map(|c| c.to_ascii_lowercase())
+            .collect();
+        match name.as_str() {
+            "script" | "style" if !closing => {
+                let end = format!("</{name}");
+                rest = find_ascii_case_insensitive(rest, &end).map_or("", |i| &rest[i..]);
+            }
+            "a" if !closing => {
+                if let Some(href) = attribute(tag, "href") {
+                    links.push(decode_entities(&href));
+                }
+            }
+            "br" | "p" | "div" | "li" | "ul" | "ol" | "h1" | "h2" | "h3" | "h4" | "h5" | "h6"
+            | "tr" | "pre" | "blockquote" | "table" | "section" | "article" | "hr" | "dt"
+            | "dd" => out.push('\n'),
+            _ => {}
+        }
+    }
+    out.push_str(rest);
+    (tidy_lines(&decode_entities(&out)), links)
+}
+
+fn find_ascii_case_insensitive(haystack: &str, needle: &str) -> Option<usize> {
+    let n = needle.len();
+    haystack
+        .as_bytes()
+        .windows(n)
+        .position(|w| w.eq_ignore_ascii_case(needle.as_bytes()))
+}
+
+/// Value of `name="..."` (or single-quoted, or bare) inside a tag.
+fn attribute(tag: &str, name: &str) -> Option<String> {
+    let lower = tag.to_ascii_lowercase();
+    let mut from = 0;
+    while let Some(pos) = lower[from..].find(name) {
+        let start = from + pos;
+        from = start + name.len();
+        let before_ok = start == 0 || lower.as_bytes()[start - 1].is_ascii_whitespace();
+        let after = lower[from..].trim_start();
+        if !before_ok || !after.starts_with('=') {
+            continue;
+        }
+        let value_start = tag.len() - after.len() + 1;
+        let value = tag[value_start..].trim_start();
+        return Some(match value.chars().next() {
+            Some(q @ ('"' | '\'')) => value[1..].split(q).next().unwrap_or("").to_string(),
+            _ => value
+                .split(|c: char| c.is_whitespace() || c == '>')
+                .next()
+                .unwrap_or("")
+                .to_string(),
+        });
+    }
+    None
+}
+
+/// Decodes the HTML entities that occur in feeds: numeric ones and the common named ones.
+/// Unknown entities are left as they are.
+pub fn decode_entities(s: &str) -> String {
+    if !s.contains('&') {
+        return s.to_string();
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(amp) = rest.find('&') {
+        out.push_str(&rest[..amp]);
+        rest = &rest[amp..];
+        let end = rest[1..]
+            .find(|c: char| c == ';' || c == '&' || c.is_whitespace())
+            .map(|i| i + 1);
+        let decoded = end
+            .filter(|&e| rest.as_bytes()[e] == b';' && e <= 12)
+            .and_then(|e| entity(&rest[1..e]).map(|c| (c, e + 1)));
+        match decoded {
+            Some((c, len)) => {
+                out.push(c);
+                rest = &rest[len..];
+            }
+            None => {
+                out.push('&');
+                rest = &rest[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+fn entity(name: &str) -> Option<char> {
+    if let Some(num) = name.strip_prefix('#') {
+        let code = match num.strip_prefix(['x', 'X']) {
+            Some(hex) => u32::from_str_radix(hex, 16).ok()?,
+            None => num.parse().ok()?,
+        };
+        return char::from_u32(code).filter(|c| *c != '\0');
+    }
+    Some(match name {
+        "amp" => '&',
+        "lt" => '<',
+        "gt" => '>',
+        "quot" => '"',
+        "apos" => '\'',
+        "nbsp" => ' ',
+        "ndash" => '–',
+        "mdash" => '—',
+        "hellip" => '…',
+        "lsquo" => '‘',
+        "rsquo" => '’',
+        "ldquo" => '“',
+        "rdquo" => '”',
+        "laquo" => '«',
+        "raquo" => '»',
+        "copy" => '©',
+        "reg" => '®',
+        "trade" => '™',
+        "times" => '×',
+        "middot" => '·',
+        "bull" => '•',
+        "deg" => '°',
+        "micro" => 'µ',
+        "le" => '≤',
+        "ge" => '≥',
+        "rarr" => '→',
+        _ => return None,
+    })
+}
+
+/// Collapses runs of whitespace inside each line, trims lines and drops empty ones.
+pub fn tidy_lines(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for line in s.lines() {
+        let mut first = true;
+        for word in line.split_whitespace() {
+            if first {
+                if !out.is_empty() {
+                    out.push('\n');
+                }
+                first = false;
+            } else {
+                out.push(' ');
+            }
+            out.push_str(word);
+        }
+    }
+    out
+}
+
+/// All whitespace (newlines included) collapsed to single spaces.
+pub fn collapse_whitespace(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Canonical form of a link for identity: lower-case host (the url crate does that), no
+/// fragment, no `utm_*` parameters, no trailing slash. `None` when it is not an absolute URL.
+pub fn normalize_url(raw: &str) -> Option<String> {
+    let mut url = url::Url::parse(raw.trim()).ok()?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return None;
+    }
+    url.set_fragment(None);
+    let kept: Vec<(String, String)> = url
+        .query_pairs()
+        .filter(|(k, _)| !k.to_ascii_lowercase().starts_with("utm_"))
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect();
+    if kept.is_empty() {
+        url.set_query(None);
+    } else {
+        url.query_pairs_mut().clear().extend_pairs(kept);
+    }
+    let mut s = url.to_string();
+    if url.path().len() > 1 && url.path().ends_with('/') && url.query().is_none() {
+        s.pop();
+    }
+    Some(s)
+}
+
+/// Cuts `s` to at most `max` characters at a word boundary and marks the cut with '…'.
+pub fn truncate_chars(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_string();
+    }
+    let budget = max.saturating_sub(1);
+    let cut: String = s.chars().take(budget).collect();
+    // Prefer a word boundary unless that would throw away most of the text (e.g. CJK).
+    let trimmed = match cut.rfind(char::is_whitespace) {
+        Some(i) if i > cut.len() / 2 => cut[..i].trim_end(),
+        _ => cut.as_str(),
+    };
+    format!("{trimmed}…")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn html_becomes_lines_of_text_with_links() {
+        let html = r#"<p>Fast &amp; <b>small</b>.</p><ul><li>One</li><li><a href="https://arxiv.org/abs/2610.1?a=1&amp;b=2">paper</a></li></ul><script>x<y</script>tail &#8217; &#x1F600; &bogus;"#;
+        let (text, links) = html_to_text(html);
+        assert_eq!(text, "Fast & small.\nOne\npaper\ntail ’ 😀 &bogus;");
+        assert_eq!(links, vec!["https://arxiv.org/abs/2610.1?a=1&b=2"]);
+    }
+
+    #[test]
+    fn stray_angle_bracket_is_kept_as_text() {
+        assert_eq!(html_to_text("a < b and c").0, "a < b and c");
+    }
+
+    #[test]
+    fn urls_are_normalised() {
+        assert_eq!(
+            normalize_url(
+                "https://Developer.NVIDIA.com/blog/post/?utm_source=rss&utm_medium=x#top"
+            )
+            .unwrap(),
+            "https://developer.nvidia.com/blog/post"
+        );
+        assert_eq!(
+            normalize_url("https://x.org/a?id=3&utm_campaign=q").unwrap(),
+            "https://x.org/a?id=3"
+        );
+        assert_eq!(normalize_url("https://x.org/").unwrap(), "https://x.org/");
+        assert!(normalize_url("/relative").is_none());
+        assert!(normalize_url("mailto:a@b.c").is_none());
+    }
+
+    #[test]
+    fn truncation_marks_the_cut_at_a_word_boundary() {
+        assert_eq!(truncate_chars("alpha beta gamma", 12), "alpha beta…");
+        assert_eq!(truncate_chars("short", 12), "short");
+        assert_eq!(truncate_chars("一二三四五六", 4), "一二三…");
+    }
+}
