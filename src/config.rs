@@ -408,18 +408,33 @@ fn section<T: DeserializeOwned + Default>(
     }
 }
 
+/// Deserialises a table; unknown keys are reported and dropped one by one so the rest of
+/// the section is still checked (serde stops at the first error).
 fn deserialize_at<T: DeserializeOwned>(
-    value: toml::Value,
+    mut value: toml::Value,
     path: &str,
     problems: &mut Vec<String>,
 ) -> Option<T> {
-    match value.try_into::<T>() {
-        Ok(v) => Some(v),
-        Err(e) => {
-            problems.push(describe_serde_error(path, e.message()));
-            None
+    loop {
+        match value.clone().try_into::<T>() {
+            Ok(v) => return Some(v),
+            Err(e) => {
+                problems.push(describe_serde_error(path, e.message()));
+                let removed = match (unknown_field(e.message()), value.as_table_mut()) {
+                    (Some(field), Some(table)) => table.remove(&field).is_some(),
+                    _ => false,
+                };
+                if !removed {
+                    return None;
+                }
+            }
         }
     }
+}
+
+fn unknown_field(message: &str) -> Option<String> {
+    let rest = message.trim().strip_prefix("unknown field `")?;
+    Some(rest.split('`').next()?.to_string())
 }
 
 fn raw_sources(table: &toml::Table, problems: &mut Vec<String>) -> Option<Vec<RawSource>> {
@@ -623,7 +638,14 @@ pub fn parse_location(raw: &str) -> Result<SourceLocation, String> {
     if let Some(path) = raw.strip_prefix("file://") {
         return Ok(SourceLocation::File(PathBuf::from(path)));
     }
-    if raw.contains("://") {
+    // Anything with a scheme ("https:", "htp:/x") is a URL; only plain paths are files.
+    let has_scheme = raw.split_once(':').is_some_and(|(scheme, _)| {
+        scheme.len() > 1
+            && scheme
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "+.-".contains(c))
+    });
+    if has_scheme {
         let url = url::Url::parse(raw).map_err(|e| format!("is not a valid URL ({e})"))?;
         return match url.scheme() {
             "http" | "https" if url.host_str().is_some() => Ok(SourceLocation::Http(url)),

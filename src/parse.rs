@@ -187,7 +187,18 @@ fn to_item(entry: feed_rs::model::Entry, source: &SourceConfig, fetched_at: Date
         SourceKind::Feed if link.contains("/releases/tag/") => ItemKind::Release,
         SourceKind::Feed => ItemKind::Post,
     };
-    let release = (kind == ItemKind::Release).then(|| release_level(&link, &title));
+    let title = if kind == ItemKind::Release && is_bare_version(&title) {
+        let repo = source.name.rsplit('/').next().unwrap_or(&source.name);
+        format!("{repo} {title}")
+    } else {
+        title
+    };
+    let release = match kind {
+        ItemKind::Release => Some(release_level(&link, &title)),
+        // A post announcing a versioned release ("CUDA 13.1 Introduces ...") weighs like one.
+        ItemKind::Post if announces_release(&title, &text) => Some(release_level("", &title)),
+        _ => None,
+    };
     let mut cited_arxiv: Vec<String> = links.iter().filter_map(|l| arxiv_id(l)).collect();
     cited_arxiv.sort();
     cited_arxiv.dedup();
@@ -268,6 +279,23 @@ fn item_key(
 
 pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// "v3.6.0", "3.6.0-rc1": a title that names nothing but a version.
+fn is_bare_version(title: &str) -> bool {
+    VERSION
+        .find(&title.to_ascii_lowercase())
+        .is_some_and(|m| m.start() == 0 && m.end() == title.len())
+}
+
+fn announces_release(title: &str, text: &str) -> bool {
+    let has_version = VERSION.captures(title).is_some_and(|c| c.get(2).is_some());
+    let head: String =
+        format!("{title} {}", text.chars().take(400).collect::<String>()).to_lowercase();
+    has_version
+        && ["release", "now available", "introduces", "announc"]
+            .iter()
+            .any(|w| head.contains(w))
 }
 
 /// Release level from the tag in the release URL, else from the title.
@@ -356,6 +384,18 @@ mod tests {
             Some("hep-th/9901001")
         );
         assert_eq!(arxiv_id("https://example.org/abs/1"), None);
+    }
+
+    #[test]
+    fn bare_version_titles_are_recognised() {
+        assert!(is_bare_version("v3.6.0"));
+        assert!(is_bare_version("3.6.0-rc1"));
+        assert!(!is_bare_version("PyTorch 2.10.0 Release"));
+        assert!(announces_release("CUDA 13.1 Introduces cuTile", ""));
+        assert!(!announces_release(
+            "Finding bank conflicts with Nsight",
+            "now available"
+        ));
     }
 
     #[test]

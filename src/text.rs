@@ -41,6 +41,8 @@ pub fn html_to_text(html: &str) -> (String, Vec<String>) {
                     links.push(decode_entities(&href));
                 }
             }
+            // List items keep a bullet so sentence splitting can tell them from headings.
+            "li" if !closing => out.push_str("\n• "),
             "br" | "p" | "div" | "li" | "ul" | "ol" | "h1" | "h2" | "h3" | "h4" | "h5" | "h6"
             | "tr" | "pre" | "blockquote" | "table" | "section" | "article" | "hr" | "dt"
             | "dd" => out.push('\n'),
@@ -229,7 +231,7 @@ mod tests {
     fn html_becomes_lines_of_text_with_links() {
         let html = r#"<p>Fast &amp; <b>small</b>.</p><ul><li>One</li><li><a href="https://arxiv.org/abs/2610.1?a=1&amp;b=2">paper</a></li></ul><script>x<y</script>tail &#8217; &#x1F600; &bogus;"#;
         let (text, links) = html_to_text(html);
-        assert_eq!(text, "Fast & small.\nOne\npaper\ntail ’ 😀 &bogus;");
+        assert_eq!(text, "Fast & small.\n• One\n• paper\ntail ’ 😀 &bogus;");
         assert_eq!(links, vec!["https://arxiv.org/abs/2610.1?a=1&b=2"]);
     }
 

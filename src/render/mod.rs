@@ -11,7 +11,7 @@ pub mod telegram;
 use std::path::Path;
 
 use anyhow::Context as _;
-use minijinja::{Environment, Value, context};
+use minijinja::{AutoEscape, Environment, Value, context};
 use serde::Serialize;
 
 use crate::locale::Locale;
@@ -123,6 +123,32 @@ impl Renderer {
         env.set_lstrip_blocks(true);
         env.add_filter("md", md_escape);
         env.add_filter("md_url", md_url);
+        // Telegram templates get Telegram's own escaping: its HTML accepts only the named
+        // entities &lt; &gt; &amp; &quot;, and hrefs stay readable (no &#x2f;).
+        env.set_auto_escape_callback(|name| {
+            if name.starts_with("telegram") {
+                AutoEscape::Custom("telegram")
+            } else {
+                minijinja::default_auto_escape_callback(name)
+            }
+        });
+        env.set_formatter(|out, state, value| {
+            if state.auto_escape() != AutoEscape::Custom("telegram") {
+                return minijinja::escape_formatter(out, state, value);
+            }
+            if value.is_undefined() || value.is_none() {
+                return Ok(());
+            }
+            let text = value.to_string();
+            let escaped = if value.is_safe() {
+                text
+            } else {
+                telegram_escape(&text)
+            };
+            out.write_str(&escaped).map_err(|e| {
+                minijinja::Error::new(minijinja::ErrorKind::WriteFailure, e.to_string())
+            })
+        });
         for (name, builtin) in TEMPLATES {
             let custom = templates_dir.map(|d| d.join(name)).filter(|p| p.exists());
             let source = match custom {
@@ -284,6 +310,14 @@ pub fn notes(d: &Digest, t: &Locale) -> Vec<String> {
         lines.push(t.fill("llm_fallbacks", &[("n", &d.llm_fallbacks.to_string())]));
     }
     lines
+}
+
+/// Escaping for Telegram's HTML parse mode.
+pub fn telegram_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
 /// Escapes Markdown syntax in untrusted text so a feed title cannot inject links or HTML.

@@ -23,7 +23,7 @@ const BRIEF_CHARS: usize = 200;
 
 static IMPACT_CUE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
-        r"(?i)\b(faster|speedups?|outperform\w*|improv\w*|reduc\w*|lower|higher|enabl\w*|breaking|deprecat\w*|regression|up to|speeds? up|accelerat\w*|first|state[- ]of[- ]the[- ]art)\b|\d(?:x\b|×|%)",
+        r"(?i)\b(faster|speedups?|outperform\w*|breaking|deprecat\w*|regressions?|up to|speeds? up|for the first time|state[- ]of[- ]the[- ]art)\b|\d(?:x\b|×|%)",
     )
     .expect("valid regex")
 });
@@ -134,12 +134,23 @@ pub fn fallback_why(candidate: &Candidate, locale: &Locale) -> String {
 pub fn sentences(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     for line in text.lines() {
-        let line = line.trim().trim_start_matches(['-', '*', '•']).trim();
+        let trimmed = line.trim();
+        let list_item = trimmed.starts_with(['-', '*', '•']);
+        let line = trimmed.trim_start_matches(['-', '*', '•']).trim();
         if line.is_empty() || is_boilerplate(line) {
             continue;
         }
-        let ends_with_stop = line.ends_with(['.', '!', '?', '。', '！', '？', ':', ';']);
-        if line.chars().count() < 30 && !ends_with_stop {
+        // Headings: short lines without a full stop ("Highlights", "Backwards Incompatible
+        // Changes", "Highlights include:"); list items may be shorter.
+        let ends_with_stop = line.ends_with(['.', '!', '?', '。', '！', '？']);
+        let words = line.split_whitespace().count();
+        let cjk = line.chars().any(|c| c > '\u{2e80}');
+        let short = if cjk {
+            line.chars().count() < 12
+        } else {
+            words < if list_item { 5 } else { 7 }
+        };
+        if !ends_with_stop && short {
             continue;
         }
         for sentence in split_sentences(line) {
@@ -150,7 +161,7 @@ pub fn sentences(text: &str) -> Vec<String> {
             if s.ends_with(':') || s.ends_with(';') {
                 s.pop();
                 s.push('.');
-            } else if !s.ends_with(['.', '!', '?', '。', '！', '？', ')', '"']) {
+            } else if !s.ends_with(['.', '!', '?', '。', '！', '？', '"']) {
                 s.push('.');
             }
             out.push(s);
@@ -214,11 +225,11 @@ mod tests {
 
     #[test]
     fn sentences_skip_headings_and_keep_versions_whole() {
-        let text = "Highlights\n- Adds tl.atomic_poll for v3.6.0 users\nWe compare with FA3, e.g. Hopper. It is 1.9x faster. Done!\nFull Changelog: https://x";
+        let text = "Highlights\nBackwards Incompatible Changes\n- Adds tl.atomic_poll for all v3.6.0 users\n• Bug fixes\nWe compare with FA3, e.g. Hopper. It is 1.9x faster. Done!\nFull Changelog: https://x";
         assert_eq!(
             sentences(text),
             vec![
-                "Adds tl.atomic_poll for v3.6.0 users.",
+                "Adds tl.atomic_poll for all v3.6.0 users.",
                 "We compare with FA3, e.g. Hopper.",
                 "It is 1.9x faster.",
                 "Done!"

@@ -1,0 +1,170 @@
+//! The binary: exit codes, messages that name the problem, and the JSON interface.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use crate::helpers::repo_root;
+
+fn kdigest(config: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kdigest"))
+        .arg("--config")
+        .arg(config)
+        .args(args)
+        .env_remove("KDIGEST_CONFIG")
+        .env("RUST_LOG", "error")
+        .output()
+        .unwrap()
+}
+
+/// A config whose sources are the bundled example files, read from disk.
+fn file_config(dir: &Path) -> std::path::PathBuf {
+    let feeds = repo_root().join("examples/feeds");
+    let text = kdigest::demo::DEMO_CONFIG.replace("{base}", &format!("file://{}", feeds.display()));
+    let path = dir.join("config.toml");
+    std::fs::write(
+        &path,
+        format!("{text}\n[storage]\npath = \"db/kdigest.sqlite\"\n"),
+    )
+    .unwrap();
+    path
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn shipped_config_toml_is_valid() {
+    let out = kdigest(&repo_root().join("config.toml"), &["check-config"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).starts_with("Configuration is valid"));
+}
+
+#[test]
+fn bad_config_exits_2_and_names_every_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.toml");
+    std::fs::write(
+        &path,
+        "[digest]\ntimezon = \"UTC\"\nmin_score = 101\n[[sources]]\nname = \"x\"\nurl = \"htp:/nope\"\nkind = \"blog\"\nweight = -0.5\n[fetch]\ntimeout_secs = 0\n[[sources]]\nname = \"y\"\nurl = \"https://example.org/feed\"\nkind = \"blog\"\n[digest2]\n",
+    )
+    .unwrap();
+    let out = kdigest(&path, &["check-config"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    for needle in [
+        "digest.timezon: unknown key; did you mean `timezone`?",
+        "digest.min_score: 101 is out of range",
+        "sources[0].url: \"htp:/nope\" uses scheme htp",
+        "sources[0].weight: -0.5 is out of range",
+        "fetch.timeout_secs: 0 is out of range",
+        "digest2: unknown key; did you mean `digest`?",
+    ] {
+        assert!(err.contains(needle), "missing {needle:?} in:\n{err}");
+    }
+    let tz = dir.path().join("tz.toml");
+    std::fs::write(&tz, "[digest]\ntimezone = \"Asia/Beijing\"\n").unwrap();
+    let out = kdigest(&tz, &["check-config"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("\"Asia/Beijing\" is not an IANA time zone"));
+}
+
+#[test]
+fn digest_json_explain_and_out_dir_work_end_to_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = file_config(dir.path());
+    let out = kdigest(
+        &config,
+        &["digest", "--date", "2026-10-28", "--format", "json"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["date"], "2026-10-28");
+    assert_eq!(v["key_changes"].as_array().unwrap().len(), 3);
+    assert_eq!(v["failed_sources"][0]["source"], "Example Compiler Weekly");
+    assert!(
+        dir.path().join("db/kdigest.sqlite").exists(),
+        "storage path is relative to the config file"
+    );
+
+    // Stored now: the same digest is returned without --force.
+    let again = kdigest(
+        &config,
+        &["digest", "--date", "2026-10-28", "--format", "json"],
+    );
+    assert_eq!(stdout(&out), stdout(&again));
+
+    let explain = kdigest(&config, &["explain", "1", "--date", "2026-10-28"]);
+    assert!(explain.status.success(), "{}", stderr(&explain));
+    let text = stdout(&explain);
+    assert!(text.starts_with("#1 CUTLASS 5.0.0"), "{text}");
+    for component in [
+        "source",
+        "relevance",
+        "impact",
+        "corroboration",
+        "freshness",
+    ] {
+        assert!(text.contains(component), "{text}");
+    }
+    let low = kdigest(
+        &config,
+        &["explain", "Coastal Flood", "--date", "2026-10-28"],
+    );
+    assert!(low.status.success(), "{}", stderr(&low));
+    assert!(
+        stdout(&low).contains("Below digest.min_score"),
+        "{}",
+        stdout(&low)
+    );
+
+    let out_dir = dir.path().join("renders");
+    let all = kdigest(
+        &config,
+        &[
+            "digest",
+            "--date",
+            "2026-10-28",
+            "--out",
+            out_dir.to_str().unwrap(),
+        ],
+    );
+    assert!(all.status.success(), "{}", stderr(&all));
+    for file in [
+        "digest.md",
+        "digest.html",
+        "digest.json",
+        "email.txt",
+        "email.html",
+    ] {
+        assert!(out_dir.join(file).exists(), "{file}");
+    }
+    assert!(std::fs::read_dir(&out_dir).unwrap().any(|e| {
+        e.unwrap()
+            .file_name()
+            .to_string_lossy()
+            .starts_with("telegram")
+    }));
+}
+
+#[test]
+fn bad_arguments_exit_2_with_the_right_form() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = file_config(dir.path());
+    let out = kdigest(&config, &["digest", "--date", "28/10/2026"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("--date 28/10/2026: expected YYYY-MM-DD, today, yesterday or latest")
+    );
+    let out = kdigest(&config, &["digest", "--format", "pdf"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = kdigest(
+        &config,
+        &["explain", "no such event", "--date", "2026-10-28"],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}

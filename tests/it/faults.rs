@@ -1,0 +1,142 @@
+//! Hostile and broken servers: every failure is named in failed_sources and the digest
+//! still completes, bounded by the fetch timeout.
+
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use kdigest::pipeline;
+
+use crate::helpers::{fixture_config, open_store, spawn_feed_server};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_broken_source_is_named_and_the_digest_still_completes() {
+    let server = spawn_feed_server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let b = &server.base;
+    let faulty = [
+        ("hang", format!("{b}/hang")),
+        ("drip", format!("{b}/drip")),
+        ("huge", format!("{b}/huge")),
+        ("bomb", format!("{b}/bomb")),
+        ("loop", format!("{b}/loop")),
+        ("missing", format!("{b}/status/404")),
+        ("error", format!("{b}/always500")),
+        ("slow429", format!("{b}/slow429")),
+        ("flaky429", format!("{b}/flaky429/triton-releases.atom")),
+        ("html", format!("{b}/html")),
+        ("empty", format!("{b}/empty")),
+        ("nofile", "/nonexistent/kdigest/feed.xml".to_string()),
+    ];
+    let mut extra = String::from(
+        "[fetch]\ntimeout_secs = 2.0\nretries = 2\nper_host_concurrency = 32\nmax_body_bytes = 5000000\nmax_redirects = 3\n",
+    );
+    for (name, url) in &faulty {
+        extra.push_str(&format!(
+            "\n[[sources]]\nname = \"{name}\"\nurl = \"{url}\"\nkind = \"blog\"\n"
+        ));
+    }
+    let config = fixture_config(&format!("{b}/feeds"), dir.path(), &extra);
+    let store = open_store(&config).await;
+    let started = Instant::now();
+    let digest = pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
+        .await
+        .unwrap();
+    let elapsed = started.elapsed();
+    // Bounded by the per-source deadline, not by how long the servers would keep us.
+    assert!(
+        elapsed.as_secs_f64() < 6.0,
+        "fetch phase took {elapsed:?} with a 2 s timeout"
+    );
+
+    let error_of = |name: &str| {
+        digest
+            .failed_sources
+            .iter()
+            .find(|f| f.source == name)
+            .map(|f| f.error.clone())
+            .unwrap_or_default()
+    };
+    assert!(
+        error_of("hang").starts_with("Timed out after 2.0 s"),
+        "{}",
+        error_of("hang")
+    );
+    assert!(
+        error_of("drip").starts_with("Timed out"),
+        "{}",
+        error_of("drip")
+    );
+    assert!(
+        error_of("huge").contains("larger than 5000000 bytes after decompression"),
+        "{}",
+        error_of("huge")
+    );
+    assert!(
+        error_of("bomb").contains("larger than 5000000 bytes after decompression"),
+        "{}",
+        error_of("bomb")
+    );
+    assert!(
+        error_of("loop").contains("More than 3 redirects"),
+        "{}",
+        error_of("loop")
+    );
+    assert!(
+        error_of("missing").starts_with("HTTP 404 Not Found; check the source URL"),
+        "{}",
+        error_of("missing")
+    );
+    assert!(
+        error_of("error").starts_with("HTTP 500"),
+        "{}",
+        error_of("error")
+    );
+    assert!(
+        error_of("slow429").starts_with("HTTP 429"),
+        "{}",
+        error_of("slow429")
+    );
+    assert!(
+        error_of("html").contains("HTML page instead of a feed"),
+        "{}",
+        error_of("html")
+    );
+    assert!(
+        error_of("empty").contains("Empty response body"),
+        "{}",
+        error_of("empty")
+    );
+    assert!(
+        error_of("nofile").starts_with("Cannot read file /nonexistent"),
+        "{}",
+        error_of("nofile")
+    );
+    // 500 is retried (1 + 2 retries); a 429 with Retry-After: 1 is waited out and succeeds.
+    assert_eq!(server.hits.always_500.load(Ordering::SeqCst), 3);
+    assert!(error_of("flaky429").is_empty(), "{}", error_of("flaky429"));
+    assert_eq!(server.hits.flaky_429.load(Ordering::SeqCst), 2);
+    let counts: Vec<(&str, usize)> = digest
+        .source_counts
+        .iter()
+        .map(|c| (c.source.as_str(), c.items))
+        .collect();
+    assert!(counts.contains(&("flaky429", 1)), "{counts:?}");
+    // The good sources still make a full digest.
+    assert_eq!(digest.key_changes.len(), 3);
+    assert_eq!(
+        digest.failed_sources.len(),
+        12,
+        "{:#?}",
+        digest.failed_sources
+    );
+
+    let health = store.source_health().await.unwrap();
+    let hang = health.iter().find(|h| h.source == "hang").unwrap();
+    assert_eq!(hang.consecutive_failures, 1);
+    assert!(
+        hang.last_error
+            .as_deref()
+            .unwrap_or("")
+            .starts_with("Timed out")
+    );
+}

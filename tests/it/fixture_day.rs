@@ -1,0 +1,220 @@
+//! The realistic fixture day in examples/feeds, through the real HTTP fetch path and SQLite.
+
+use std::collections::BTreeSet;
+
+use kdigest::classify::Classifier;
+use kdigest::digest::{self, candidates, window_for};
+use kdigest::locale::Locale;
+use kdigest::model::{Digest, Filter, ItemKind, Score};
+use kdigest::pipeline;
+
+use crate::helpers::{fixture_config, open_store, spawn_feed_server};
+
+async fn fixture_digest() -> (
+    Digest,
+    kdigest::config::Config,
+    kdigest::store::Store,
+    tempfile::TempDir,
+) {
+    let server = spawn_feed_server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = fixture_config(&format!("{}/feeds", server.base), dir.path(), "");
+    let store = open_store(&config).await;
+    let digest = pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
+        .await
+        .unwrap();
+    (digest, config, store, dir)
+}
+
+fn titles(events: &[kdigest::model::DigestEvent]) -> Vec<&str> {
+    events.iter().map(|e| e.title.as_str()).collect()
+}
+
+#[tokio::test]
+async fn sections_ranking_and_window_match_an_experts_reading() {
+    let (d, _, _, _dir) = fixture_digest().await;
+    assert_eq!(d.window.start.to_rfc3339(), "2026-10-27T08:00:00+08:00");
+    assert_eq!(d.window.end.to_rfc3339(), "2026-10-28T08:00:00+08:00");
+    assert_eq!(d.generation_mode, "extractive");
+    // A major release leads; releases outrank routine papers.
+    assert_eq!(
+        titles(&d.key_changes),
+        vec!["CUTLASS 5.0.0", "triton v3.6.0", "PyTorch 2.10.0 Release"]
+    );
+    assert!(d.key_changes.iter().all(|e| e.kind == ItemKind::Release));
+    let papers = titles(&d.papers);
+    assert_eq!(papers.len(), 4, "{papers:?}");
+    assert!(papers[0].starts_with("TileFuse"), "{papers:?}");
+    assert!(d.papers.iter().all(|e| e.kind == ItemKind::Paper));
+    // Scores descend within each section and respect the minimum.
+    for section in [&d.key_changes, &d.papers, &d.other_updates] {
+        assert!(section.windows(2).all(|w| w[0].score >= w[1].score));
+        assert!(section.iter().all(|e| e.score >= Score::from_f64(60.0)));
+    }
+    let all: Vec<&str> = d.events().map(|e| e.title.as_str()).collect();
+    for absent in [
+        "Coastal Flood",
+        "Multi-Organ Segmentation",
+        "Robotics",
+        "Stream-K",
+        "rc1",
+        "3.5.1",
+        "Bank Conflicts",
+    ] {
+        assert!(
+            all.iter().all(|t| !t.contains(absent)),
+            "{absent} should not be in {all:?}"
+        );
+    }
+    assert_eq!(d.watchlist.len(), 5);
+    assert!(d.title.contains("CUTLASS 5.0.0"));
+}
+
+#[tokio::test]
+async fn paper_and_blog_post_about_it_become_one_event_with_both_sources() {
+    let (d, _, _, _dir) = fixture_digest().await;
+    let tilefuse = d
+        .events()
+        .find(|e| e.title.starts_with("TileFuse"))
+        .unwrap();
+    let names: Vec<&str> = tilefuse.sources.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, vec!["arXiv", "NVIDIA"]);
+    assert!(tilefuse.sources[0].url.contains("arxiv.org/abs/2610.18231"));
+    let corroboration = tilefuse
+        .score_breakdown
+        .iter()
+        .find(|c| c.name == "corroboration")
+        .unwrap();
+    assert_eq!(corroboration.value, 0.7);
+    // The blog post does not also appear on its own.
+    assert!(
+        d.events()
+            .all(|e| !e.title.starts_with("Generating Hand-Tuned"))
+    );
+}
+
+#[tokio::test]
+async fn counts_failures_and_layers_are_reported() {
+    let (d, _, _, _dir) = fixture_digest().await;
+    let counts: Vec<(&str, usize)> = d
+        .source_counts
+        .iter()
+        .map(|c| (c.source.as_str(), c.items))
+        .collect();
+    assert_eq!(
+        counts,
+        vec![
+            ("triton-lang/triton", 1),
+            ("pytorch/pytorch", 2),
+            ("NVIDIA/cutlass", 2),
+            ("arXiv", 6),
+            ("NVIDIA", 3)
+        ]
+    );
+    assert_eq!(d.failed_sources.len(), 1);
+    assert_eq!(d.failed_sources[0].source, "Example Compiler Weekly");
+    assert!(
+        d.failed_sources[0].error.starts_with("Not a valid feed"),
+        "{:?}",
+        d.failed_sources
+    );
+    let layers_of = |prefix: &str| {
+        d.events()
+            .find(|e| e.title.starts_with(prefix))
+            .unwrap()
+            .layers
+            .clone()
+    };
+    assert!(layers_of("Tessera").contains(&"runtime".to_string()));
+    assert!(layers_of("ShapeTrace").contains(&"frontend".to_string()));
+    assert!(layers_of("KernelArena").contains(&"benchmark".to_string()));
+    assert!(layers_of("CUTLASS 5.0.0").contains(&"kernel_codegen".to_string()));
+}
+
+#[tokio::test]
+async fn calibration_patch_below_minor_and_application_papers_below_minimum() {
+    let (_, config, store, _dir) = fixture_digest().await;
+    let window = window_for(kdigest::demo::demo_date(), &config);
+    let names: Vec<String> = config.sources.iter().map(|s| s.name.clone()).collect();
+    let items = store.items_in_window(&names, &window).await.unwrap();
+    let all = candidates(items, &window, &config, &Classifier::new(&config.layers));
+    let score = |needle: &str| {
+        all.iter()
+            .find(|c| c.event.primary().title.contains(needle))
+            .unwrap_or_else(|| panic!("{needle}"))
+            .assessment
+            .score
+    };
+    assert!(score("PyTorch 2.9.1") < score("PyTorch 2.10.0"));
+    assert!(score("CUTLASS 4.4.2") < score("CUTLASS 5.0.0"));
+    assert!(
+        score("triton v3.6.0") > score("KernelArena"),
+        "a minor Triton release outranks a routine paper"
+    );
+    for irrelevant in ["Coastal Flood", "Multi-Organ Segmentation", "Robotics"] {
+        assert!(
+            score(irrelevant) < config.digest.min_score,
+            "{irrelevant}: {}",
+            score(irrelevant)
+        );
+    }
+}
+
+#[tokio::test]
+async fn filtering_keeps_matching_events_and_rebuilds_the_sections() {
+    let (d, config, _, _dir) = fixture_digest().await;
+    let locale = Locale::builtin(&config.digest.language);
+    let f = Filter {
+        layers: BTreeSet::from(["runtime".to_string()]),
+        min_score: Score::from_f64(70.0),
+    };
+    let filtered = digest::filter(&d, &f, &locale);
+    assert!(!filtered.is_empty());
+    for e in filtered.events() {
+        assert!(
+            e.layers.contains(&"runtime".to_string()) && e.score >= Score::from_f64(70.0),
+            "{}",
+            e.title
+        );
+    }
+    let kept: BTreeSet<&str> = filtered.events().map(|e| e.id.as_str()).collect();
+    assert!(
+        filtered
+            .watchlist
+            .iter()
+            .all(|w| kept.contains(w.event_id.as_str()))
+    );
+    assert!(filtered.title.contains(&filtered.key_changes[0].title));
+    let nothing = Filter {
+        layers: BTreeSet::new(),
+        min_score: Score::MAX,
+    };
+    assert!(digest::filter(&d, &nothing, &locale).is_empty());
+}
+
+#[tokio::test]
+async fn conditional_get_sends_validators_and_a_304_keeps_the_items() {
+    let server = spawn_feed_server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = fixture_config(&format!("{}/etag", server.base), dir.path(), "");
+    let store = open_store(&config).await;
+    let date = kdigest::demo::demo_date();
+    let first = pipeline::generate(&config, &store, date, &|_| {})
+        .await
+        .unwrap();
+    let second = pipeline::generate(&config, &store, date, &|_| {})
+        .await
+        .unwrap();
+    use std::sync::atomic::Ordering;
+    assert_eq!(server.hits.etag.load(Ordering::SeqCst), 12);
+    assert_eq!(
+        server.hits.etag_304.load(Ordering::SeqCst),
+        5,
+        "every working source answered 304 the second time"
+    );
+    assert_eq!(first.events().count(), second.events().count());
+    assert_eq!(
+        serde_json::to_string(&first).unwrap(),
+        serde_json::to_string(&second).unwrap()
+    );
+}

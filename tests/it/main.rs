@@ -1,0 +1,9 @@
+//! One integration-test binary: real HTTP (reqwest) against loopback servers, real SQLite.
+
+mod cli;
+mod faults;
+mod fixture_day;
+mod helpers;
+mod llm;
+mod reference_feeds;
+mod renders;
