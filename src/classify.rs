@@ -14,7 +14,7 @@ use crate::config::LayerConfig;
 use crate::model::Event;
 
 /// Only the start of long texts is read: what an item is about is said early.
-const MAX_CLASSIFIED_CHARS: usize = 6_000;
+const MAX_CLASSIFIED_BYTES: usize = 12_000;
 
 pub struct Classifier {
     automaton: AhoCorasick,
@@ -74,7 +74,7 @@ impl Classifier {
                 title_keywords.push(pattern);
                 keywords.push(pattern);
             });
-            let text = bounded(&item.text, MAX_CLASSIFIED_CHARS);
+            let text = bounded(&item.text, MAX_CLASSIFIED_BYTES);
             self.scan(text, |pattern| {
                 let layer = &mut hits[self.patterns[pattern].0];
                 layer.distinct.push(pattern);

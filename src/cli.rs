@@ -92,6 +92,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::CheckConfig => {
             let config = load_config(cli.config.as_deref())?;
+            crate::summarize::check_ready(&config)?;
             println!(
                 "Configuration is valid: {} sources, {} layers, summarize mode {:?}, storage {}",
                 config.sources.len(),
@@ -132,14 +133,14 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             explain(&config, &store, date, &event).await
         }
         Command::Demo { format, lang } => {
-            if let Some(l) = &lang {
-                if !crate::config::LANGUAGES.contains(&l.as_str()) {
-                    return Err(UsageError(format!(
-                        "--lang {l}: use one of {}",
-                        crate::config::LANGUAGES.join(", ")
-                    ))
-                    .into());
-                }
+            if let Some(l) = &lang
+                && !crate::config::LANGUAGES.contains(&l.as_str())
+            {
+                return Err(UsageError(format!(
+                    "--lang {l}: use one of {}",
+                    crate::config::LANGUAGES.join(", ")
+                ))
+                .into());
             }
             let digest = crate::demo::run(lang.as_deref()).await?;
             let renderer = Renderer::new(&digest.language, None)?;
@@ -238,18 +239,18 @@ async fn explain(
     query: &str,
 ) -> anyhow::Result<()> {
     let stored = store.load_digest(date).await?;
-    if let Some(d) = &stored {
-        if let Some((n, e)) = find_event(d.events().collect(), query) {
-            print_breakdown(
-                n,
-                e.id.as_str(),
-                &e.title,
-                e.score.to_string(),
-                &e.layers,
-                &e.score_breakdown,
-            );
-            return Ok(());
-        }
+    if let Some(d) = &stored
+        && let Some((n, e)) = find_event(d.events().collect(), query)
+    {
+        print_breakdown(
+            n,
+            e.id.as_str(),
+            &e.title,
+            e.score.to_string(),
+            &e.layers,
+            &e.score_breakdown,
+        );
+        return Ok(());
     }
     // Not in the digest: recompute from stored items, which also explains low scores.
     let window = digest::window_for(date, config);
@@ -284,14 +285,16 @@ fn contains_ci(haystack: &str, needle: &str) -> bool {
 }
 
 fn find_event<'a>(events: Vec<&'a DigestEvent>, query: &str) -> Option<(usize, &'a DigestEvent)> {
-    if let Ok(n) = query.parse::<usize>() {
-        return events.get(n.checked_sub(1)?).map(|e| (n, *e));
-    }
-    events
-        .iter()
-        .enumerate()
-        .find(|(_, e)| e.id == query || contains_ci(&e.title, query))
-        .map(|(i, e)| (i + 1, *e))
+    // An id wins over a position: ids are hex and may be all digits.
+    let by_id = events.iter().position(|e| e.id == query);
+    let by_position = query
+        .parse::<usize>()
+        .ok()
+        .filter(|n| (1..=events.len()).contains(n))
+        .map(|n| n - 1);
+    let by_title = || events.iter().position(|e| contains_ci(&e.title, query));
+    let index = by_id.or(by_position).or_else(by_title)?;
+    Some((index + 1, events[index]))
 }
 
 fn print_breakdown(

@@ -771,6 +771,12 @@ fn validate_summarize(raw: RawSummarize, problems: &mut Vec<String>) -> Summariz
     if raw.timeout_secs == 0 {
         problems.push("summarize.timeout_secs: must be at least 1".into());
     }
+    if raw.retries > 10 {
+        problems.push(format!(
+            "summarize.retries: {} is too many; use 0 to 10",
+            raw.retries
+        ));
+    }
     SummarizeConfig {
         mode,
         summary_chars: raw.summary_chars,

@@ -222,7 +222,8 @@ pub fn filter(digest: &Digest, f: &Filter, locale: &Locale) -> Digest {
     out
 }
 
-/// Raw items per source, for the generation notes.
+/// Raw items per source, for the generation notes: every source that fetched now, plus
+/// failed ones whose earlier items are still in the window.
 pub fn count_by_source(
     items: &[Item],
     config: &Config,
@@ -235,11 +236,11 @@ pub fn count_by_source(
     config
         .sources
         .iter()
-        .filter(|s| !failed.iter().any(|f| f.source == s.name))
         .map(|s| SourceCount {
             source: s.name.clone(),
             items: counts.get(s.name.as_str()).copied().unwrap_or(0),
         })
+        .filter(|c| c.items > 0 || !failed.iter().any(|f| f.source == c.source))
         .collect()
 }
 

@@ -236,10 +236,10 @@ fn body_text(body: &str, content_type: &str) -> (String, Vec<String>) {
 
 /// arXiv's RSS listing prefixes every description with "arXiv:ID Announce Type: new Abstract:".
 fn strip_arxiv_listing_prefix(text: &str) -> &str {
-    if text.starts_with("arXiv:") {
-        if let Some(at) = text.find("Abstract:") {
-            return text[at + "Abstract:".len()..].trim_start();
-        }
+    if text.starts_with("arXiv:")
+        && let Some(at) = text.find("Abstract:")
+    {
+        return text[at + "Abstract:".len()..].trim_start();
     }
     text
 }

@@ -101,14 +101,20 @@ pub async fn build_digest(
         &summaries,
         Assembly {
             date,
-            window,
+            window: window.clone(),
             config,
             locale: &locale,
             source_counts,
             failed_sources: failed,
         },
     );
-    store.save_digest(&digest, now).await?;
+    // A window that has not ended yet gives a partial digest: shown, never stored, so a
+    // later request for that date builds the complete one.
+    if window.end.to_utc() <= now {
+        store.save_digest(&digest, now).await?;
+    } else {
+        tracing::warn!(message = "Window not over yet; the digest is partial and not stored", end = %digest.window.end);
+    }
     Ok(digest)
 }
 
@@ -119,6 +125,7 @@ pub async fn generate(
     date: NaiveDate,
     progress: Progress<'_>,
 ) -> anyhow::Result<Digest> {
+    summarize::check_ready(config)?;
     let failed = refresh_sources(config, store, progress).await?;
     build_digest(config, store, date, failed, Utc::now()).await
 }

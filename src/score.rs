@@ -158,6 +158,10 @@ pub fn assess(
             format!("newest item at {:.0}% of the window", position * 100.0),
         ),
     ];
+    let total: f64 = components
+        .iter()
+        .map(|(_, value, weight, _)| value * weight)
+        .sum();
     let breakdown: Vec<ScoreComponent> = components
         .into_iter()
         .map(|(name, value, weight, reason)| ScoreComponent {
@@ -168,17 +172,12 @@ pub fn assess(
             reason,
         })
         .collect();
-    let total: f64 = components_total(&breakdown);
     Assessment {
         score: Score::from_f64(total),
         breakdown,
         quantified,
         release,
     }
-}
-
-fn components_total(breakdown: &[ScoreComponent]) -> f64 {
-    breakdown.iter().map(|c| c.value * c.weight).sum()
 }
 
 fn round(x: f64, decimals: i32) -> f64 {

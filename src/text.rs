@@ -223,6 +223,32 @@ pub fn truncate_chars(s: &str, max: usize) -> String {
     format!("{trimmed}…")
 }
 
+/// Escapes Markdown syntax in untrusted text (Markdown renders and Discord) so a feed title
+/// cannot inject links, emphasis or HTML.
+pub fn markdown_escape(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        if matches!(
+            c,
+            '\\' | '`' | '*' | '_' | '[' | ']' | '(' | ')' | '<' | '>' | '#' | '|' | '~'
+        ) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A URL safe inside Markdown link parentheses.
+pub fn markdown_url(value: &str) -> String {
+    value
+        .replace('(', "%28")
+        .replace(')', "%29")
+        .replace(' ', "%20")
+        .replace('<', "%3C")
+        .replace('>', "%3E")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

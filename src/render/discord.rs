@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::locale::Locale;
 use crate::model::{Digest, DigestEvent};
-use crate::text::truncate_chars;
+use crate::text::{markdown_escape as esc, markdown_url, truncate_chars};
 
 pub const TITLE_MAX: usize = 256;
 pub const DESCRIPTION_MAX: usize = 4096;
@@ -31,8 +31,8 @@ const GREY: u32 = 0x95_A5_A6;
 pub fn messages(d: &Digest, t: &Locale) -> Vec<Value> {
     let footer = truncate_chars(&format!("{} · {}", d.date, d.generation_mode), FOOTER_MAX);
     let mut embeds = vec![json!({
-        "title": truncate_chars(&d.title, TITLE_MAX),
-        "description": truncate_chars(&d.overview, DESCRIPTION_MAX),
+        "title": truncate_chars(&esc(&d.title), TITLE_MAX),
+        "description": truncate_chars(&esc(&d.overview), DESCRIPTION_MAX),
         "footer": {"text": footer},
     })];
     for (key, events) in [
@@ -52,13 +52,13 @@ pub fn messages(d: &Digest, t: &Locale) -> Vec<Value> {
     if !d.watchlist.is_empty() {
         closing.push_str(&format!("**{}**\n", t.get("watchlist")));
         for w in &d.watchlist {
-            closing.push_str(&format!("• {}\n", w.text));
+            closing.push_str(&format!("• {}\n", esc(&w.text)));
         }
         closing.push('\n');
     }
     closing.push_str(&format!("**{}**\n", t.get("notes")));
     for line in crate::render::notes(d, t) {
-        closing.push_str(&format!("• {line}\n"));
+        closing.push_str(&format!("• {}\n", esc(&line)));
     }
     embeds.push(json!({
         "description": truncate_chars(closing.trim_end(), DESCRIPTION_MAX),
@@ -68,7 +68,12 @@ pub fn messages(d: &Digest, t: &Locale) -> Vec<Value> {
 }
 
 fn event_embed(n: usize, e: &DigestEvent, section: &str, footer: &str, t: &Locale) -> Value {
-    let description = format!("{}\n\n**{}** {}", e.summary, t.get("why"), e.why_it_matters);
+    let description = format!(
+        "{}\n\n**{}** {}",
+        esc(&e.summary),
+        t.get("why"),
+        esc(&e.why_it_matters)
+    );
     let mut fields = vec![
         json!({"name": field_name(t.get("layers")), "value": field_value(&e.layers.join(t.get("list_separator"))), "inline": true}),
         json!({"name": field_name(t.get("score")), "value": format!("{}/100", e.score), "inline": true}),
@@ -79,7 +84,7 @@ fn event_embed(n: usize, e: &DigestEvent, section: &str, footer: &str, t: &Local
         let link = format!(
             "[{}]({})",
             t.fill("source_n", &[("n", &(i + 1).to_string())]),
-            s.url
+            markdown_url(&s.url)
         );
         if !value.is_empty() && value.chars().count() + 2 + link.chars().count() > FIELD_VALUE_MAX {
             fields.push(json!({"name": field_name(t.get("sources")), "value": std::mem::take(&mut value), "inline": false}));
@@ -100,7 +105,7 @@ fn event_embed(n: usize, e: &DigestEvent, section: &str, footer: &str, t: &Local
     };
     let mut embed = json!({
         "author": {"name": truncate_chars(section, AUTHOR_MAX)},
-        "title": truncate_chars(&format!("{n}. {}", e.title), TITLE_MAX),
+        "title": truncate_chars(&format!("{n}. {}", esc(&e.title)), TITLE_MAX),
         "description": truncate_chars(&description, DESCRIPTION_MAX),
         "color": color,
         "fields": fields,

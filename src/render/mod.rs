@@ -320,27 +320,10 @@ pub fn telegram_escape(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-/// Escapes Markdown syntax in untrusted text so a feed title cannot inject links or HTML.
 fn md_escape(value: String) -> String {
-    let mut out = String::with_capacity(value.len());
-    for c in value.chars() {
-        if matches!(
-            c,
-            '\\' | '`' | '*' | '_' | '[' | ']' | '<' | '>' | '#' | '|' | '~'
-        ) {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
+    crate::text::markdown_escape(&value)
 }
 
-/// A URL safe inside Markdown link parentheses.
 fn md_url(value: String) -> String {
-    value
-        .replace('(', "%28")
-        .replace(')', "%29")
-        .replace(' ', "%20")
-        .replace('<', "%3C")
-        .replace('>', "%3E")
+    crate::text::markdown_url(&value)
 }

@@ -158,7 +158,13 @@ pub fn sentences(text: &str) -> Vec<String> {
             if s.is_empty() {
                 continue;
             }
-            if s.ends_with(':') || s.ends_with(';') {
+            // "Highlights include:" introduces a list; bold lead-ins such as "TorchInductor
+            // performance." name one. Neither says anything on its own.
+            let cjk = s.chars().any(|c| c > '\u{2e80}');
+            if s.ends_with(':') || (!cjk && s.split_whitespace().count() < 3) {
+                continue;
+            }
+            if s.ends_with(';') {
                 s.pop();
                 s.push('.');
             } else if !s.ends_with(['.', '!', '?', '。', '！', '？', '"']) {
@@ -225,14 +231,14 @@ mod tests {
 
     #[test]
     fn sentences_skip_headings_and_keep_versions_whole() {
-        let text = "Highlights\nBackwards Incompatible Changes\n- Adds tl.atomic_poll for all v3.6.0 users\n• Bug fixes\nWe compare with FA3, e.g. Hopper. It is 1.9x faster. Done!\nFull Changelog: https://x";
+        let text = "Highlights\nBackwards Incompatible Changes\n- Adds tl.atomic_poll for all v3.6.0 users\n• Bug fixes\nWe compare with FA3, e.g. Hopper. It is 1.9x faster. That is all!\nFull Changelog: https://x";
         assert_eq!(
             sentences(text),
             vec![
                 "Adds tl.atomic_poll for all v3.6.0 users.",
                 "We compare with FA3, e.g. Hopper.",
                 "It is 1.9x faster.",
-                "Done!"
+                "That is all!"
             ]
         );
     }

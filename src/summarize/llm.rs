@@ -146,10 +146,10 @@ impl LlmClient {
     ) -> Result<EventText, LlmError> {
         let body = request_body(&self.model, candidate, language, budget);
         let hash = hex(&Sha256::digest(body.to_string().as_bytes()));
-        if let Ok(Some(cached)) = store.llm_cache_get(&self.model, &hash).await {
-            if let Ok(text) = validate(&cached, candidate, budget) {
-                return Ok(text);
-            }
+        if let Ok(Some(cached)) = store.llm_cache_get(&self.model, &hash).await
+            && let Ok(text) = validate(&cached, candidate, budget)
+        {
+            return Ok(text);
         }
         let reply = self.complete(&body).await?;
         let text = validate(&reply, candidate, budget)?;

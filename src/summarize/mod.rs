@@ -42,6 +42,15 @@ pub fn extractive_all(candidates: &[Candidate], locale: &Locale, budget: usize) 
     }
 }
 
+/// Fails early (exit 2) when LLM mode is configured without its key in the environment,
+/// so a run does not fetch every source first and then stop.
+pub fn check_ready(config: &Config) -> Result<(), crate::config::ConfigError> {
+    match config.summarize.mode {
+        SummarizeMode::Extractive => Ok(()),
+        SummarizeMode::Llm => llm::LlmClient::from_config(&config.summarize.llm).map(|_| ()),
+    }
+}
+
 /// Summarises with the configured mode. LLM mode needs the key in the environment
 /// variable named by `summarize.api_key_env`; without it this fails before any request.
 pub async fn summarize(

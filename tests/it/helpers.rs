@@ -349,32 +349,29 @@ pub fn schema_problems(spec: &Value, schema: &Value, value: &Value, path: &str) 
     if let (Some(max), Some(s)) = (
         schema.get("maxLength").and_then(Value::as_u64),
         value.as_str(),
-    ) {
-        if s.chars().count() as u64 > max {
-            out.push(format!("{path}: {} characters > {max}", s.chars().count()));
-        }
+    ) && s.chars().count() as u64 > max
+    {
+        out.push(format!("{path}: {} characters > {max}", s.chars().count()));
     }
     if let (Some(n), Some(v)) = (
         value.as_f64(),
         schema.get("minimum").and_then(Value::as_f64),
-    ) {
-        if n < v {
-            out.push(format!("{path}: {n} < {v}"));
-        }
+    ) && n < v
+    {
+        out.push(format!("{path}: {n} < {v}"));
     }
     if let (Some(n), Some(v)) = (
         value.as_f64(),
         schema.get("maximum").and_then(Value::as_f64),
-    ) {
-        if n > v {
-            out.push(format!("{path}: {n} > {v}"));
-        }
+    ) && n > v
+    {
+        out.push(format!("{path}: {n} > {v}"));
     }
     if let Some(items) = value.as_array() {
-        if let Some(max) = schema.get("maxItems").and_then(Value::as_u64) {
-            if items.len() as u64 > max {
-                out.push(format!("{path}: {} items > {max}", items.len()));
-            }
+        if let Some(max) = schema.get("maxItems").and_then(Value::as_u64)
+            && items.len() as u64 > max
+        {
+            out.push(format!("{path}: {} items > {max}", items.len()));
         }
         if let Some(item_schema) = schema.get("items") {
             for (i, item) in items.iter().enumerate() {
@@ -404,10 +401,10 @@ pub fn schema_problems(spec: &Value, schema: &Value, value: &Value, path: &str) 
             .into_iter()
             .flatten()
         {
-            if let Some(name) = r.as_str() {
-                if !obj.contains_key(name) {
-                    out.push(format!("{path}.{name}: required"));
-                }
+            if let Some(name) = r.as_str()
+                && !obj.contains_key(name)
+            {
+                out.push(format!("{path}.{name}: required"));
             }
         }
     }

@@ -277,6 +277,11 @@ fn generated_digests_give_discord_payloads_within_every_limit() {
         );
         for m in &messages {
             assert_eq!(m["allowed_mentions"], serde_json::json!({"parse": []}));
+            let text = m.to_string();
+            assert!(
+                !text.contains("[link](javascript"),
+                "round {round}: feed text injected a masked link"
+            );
             let list = m["embeds"].as_array().unwrap();
             assert!(list.len() <= discord::EMBEDS_PER_MESSAGE);
             let total: usize = list.iter().map(discord::embed_chars).sum();
