@@ -8,7 +8,7 @@
 //! A layer is assigned when one of its keywords is in a title, or when the text has two
 //! distinct keywords of it, or one keyword at least twice. One stray mention does not tag.
 
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 
 use crate::config::LayerConfig;
 use crate::model::Event;
@@ -52,6 +52,8 @@ impl Classifier {
         let automaton = AhoCorasickBuilder::new()
             .ascii_case_insensitive(true)
             .match_kind(MatchKind::Standard)
+            // A full DFA: a few hundred KB for the keyword set, several times faster to scan.
+            .kind(Some(AhoCorasickKind::DFA))
             .build(patterns.iter().map(|(_, k)| k.as_str()))
             .expect("keyword automaton builds");
         Classifier {

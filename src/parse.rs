@@ -28,11 +28,6 @@ pub enum ParseError {
     Invalid(String),
 }
 
-static ARXIV_ID: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)arxiv\.org/(?:abs|pdf)/((?:\d{4}\.\d{4,5})|(?:[a-z\-]+(?:\.[a-z]{2})?/\d{7}))(?:v\d+)?|oai:arxiv\.org:((?:\d{4}\.\d{4,5})|(?:[a-z\-]+(?:\.[a-z]{2})?/\d{7}))(?:v\d+)?")
-        .expect("valid regex")
-});
-
 static VERSION: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
         r"(?i)\bv?(\d+)\.(\d+)(?:\.(\d+))?(?:[-.+_ ]?(rc|alpha|beta|a|b|dev|pre|preview)\.?\d*)?\b",
@@ -40,12 +35,37 @@ static VERSION: LazyLock<Regex> = LazyLock::new(|| {
     .expect("valid regex")
 });
 
-/// The arXiv id (without version) in a URL or OAI identifier.
+/// The arXiv id (without version) in a URL or OAI identifier: new style `2610.18231` or
+/// old style `hep-th/9901001`. Hand-written rather than a regex: it runs for every item.
 pub fn arxiv_id(s: &str) -> Option<String> {
-    let caps = ARXIV_ID.captures(s)?;
-    caps.get(1)
-        .or_else(|| caps.get(2))
-        .map(|m| m.as_str().to_string())
+    let lower = s.to_ascii_lowercase();
+    let start = ["arxiv.org/abs/", "arxiv.org/pdf/", "oai:arxiv.org:"]
+        .iter()
+        .find_map(|marker| lower.find(marker).map(|i| i + marker.len()))?;
+    let rest = &s[start..];
+    let bytes = rest.as_bytes();
+    let digits = |from: usize| {
+        bytes[from..]
+            .iter()
+            .take_while(|b| b.is_ascii_digit())
+            .count()
+    };
+    // New style: YYMM.NNNNN
+    if digits(0) == 4 && bytes.get(4) == Some(&b'.') {
+        let n = digits(5);
+        if (4..=5).contains(&n) {
+            return Some(rest[..5 + n].to_string());
+        }
+        return None;
+    }
+    // Old style: archive(.XX)/NNNNNNN
+    let slash = rest.find('/')?;
+    let archive = &rest[..slash];
+    let archive_ok = !archive.is_empty()
+        && archive.split('.').next().is_some_and(|a| {
+            !a.is_empty() && a.bytes().all(|b| b.is_ascii_alphabetic() || b == b'-')
+        });
+    (archive_ok && digits(slash + 1) == 7).then(|| rest[..slash + 8].to_string())
 }
 
 /// Parses one fetched body. `fetched_at` stands in for entries without dates and caps

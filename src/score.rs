@@ -13,20 +13,9 @@
 //! - corroboration: distinct sources; one 0, two 0.7, three or more 1.
 //! - freshness: 0.5 at the start of the window rising to 1 at its end (newest item).
 
-use std::sync::LazyLock;
-
-use regex::Regex;
-
 use crate::classify::Classification;
 use crate::config::{Config, ScoreWeights};
 use crate::model::{Event, ReleaseLevel, Score, ScoreComponent, Window};
-
-static QUANTIFIED: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(
-        r"(?i)\b\d+(?:\.\d+)?\s?(?:x\b|×|%|percent\b|tflops\b|pflops\b|gb/s\b|tb/s\b|tokens/s\b)",
-    )
-    .expect("valid regex")
-});
 
 /// The score of one event and what went into it.
 #[derive(Debug, Clone, PartialEq)]
@@ -38,16 +27,62 @@ pub struct Assessment {
     pub release: Option<ReleaseLevel>,
 }
 
-/// Distinct quantified results ("40x", "0.2%") in a text.
+/// Units that make a number a quantified result, lower-case; a unit that ends in a letter
+/// must not run on into a word ("4xl" is not "4x").
+const UNITS: &[&str] = &[
+    "x", "×", "%", "percent", "tflops", "pflops", "gb/s", "tb/s", "tokens/s",
+];
+
+/// Distinct quantified results ("40x", "0.2%") in a text, in order of appearance. A hand
+/// scan over digit runs rather than a regex: it runs over every item's full text.
 pub fn quantified_results(text: &str) -> Vec<String> {
+    let bytes = text.as_bytes();
     let mut found: Vec<String> = Vec::new();
-    for m in QUANTIFIED.find_iter(text) {
-        let s = m.as_str().replace(' ', "");
-        if !found.contains(&s) {
-            found.push(s);
+    let mut i = 0;
+    while i < bytes.len() {
+        let starts_number = bytes[i].is_ascii_digit() && (i == 0 || !is_word_byte(bytes[i - 1]));
+        if !starts_number {
+            i += 1;
+            continue;
+        }
+        let mut end = i + bytes[i..].iter().take_while(|b| b.is_ascii_digit()).count();
+        if bytes.get(end) == Some(&b'.') && bytes.get(end + 1).is_some_and(u8::is_ascii_digit) {
+            end += 1 + bytes[end + 1..]
+                .iter()
+                .take_while(|b| b.is_ascii_digit())
+                .count();
+        }
+        let unit_at = if bytes.get(end) == Some(&b' ') {
+            end + 1
+        } else {
+            end
+        };
+        let rest = &text[unit_at..];
+        let unit = UNITS.iter().find(|u| {
+            rest.len() >= u.len()
+                && rest.is_char_boundary(u.len())
+                && rest[..u.len()].eq_ignore_ascii_case(u)
+                && (!u.ends_with(|c: char| c.is_ascii_alphabetic())
+                    || !rest
+                        .as_bytes()
+                        .get(u.len())
+                        .is_some_and(|b| is_word_byte(*b)))
+        });
+        if let Some(unit) = unit {
+            let value = format!("{}{}", &text[i..end], &rest[..unit.len()]);
+            if !found.contains(&value) {
+                found.push(value);
+            }
+            i = unit_at + unit.len();
+        } else {
+            i = end;
         }
     }
     found
+}
+
+fn is_word_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_'
 }
 
 pub fn assess(
@@ -60,7 +95,10 @@ pub fn assess(
     let primary = event.primary();
     let mut quantified = Vec::new();
     for item in &event.items {
-        for q in quantified_results(&format!("{} {}", item.title, item.text)) {
+        for q in quantified_results(&item.title)
+            .into_iter()
+            .chain(quantified_results(&item.text))
+        {
             if !quantified.contains(&q) {
                 quantified.push(q);
             }

@@ -159,23 +159,43 @@ fn entity(name: &str) -> Option<char> {
 }
 
 /// Collapses runs of whitespace inside each line, trims lines and drops empty ones.
+/// Works on bytes (ASCII whitespace only; `&nbsp;` is already a space by now): it runs over
+/// every item's text.
 pub fn tidy_lines(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for line in s.lines() {
-        let mut first = true;
-        for word in line.split_whitespace() {
-            if first {
-                if !out.is_empty() {
-                    out.push('\n');
-                }
-                first = false;
-            } else {
-                out.push(' ');
+    const fn blank(b: u8) -> bool {
+        matches!(b, b' ' | b'\t' | b'\r' | 0x0b | 0x0c)
+    }
+    let bytes = s.as_bytes();
+    let mut out: Vec<u8> = Vec::with_capacity(bytes.len());
+    let (mut space, mut newline) = (false, false);
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if b == b'\n' {
+            newline = !out.is_empty();
+            space = false;
+            i += 1;
+        } else if blank(b) {
+            space = !out.is_empty();
+            i += 1;
+        } else {
+            if newline {
+                out.push(b'\n');
+            } else if space {
+                out.push(b' ');
             }
-            out.push_str(word);
+            newline = false;
+            space = false;
+            let run = bytes[i..]
+                .iter()
+                .take_while(|&&b| b != b'\n' && !blank(b))
+                .count();
+            out.extend_from_slice(&bytes[i..i + run]);
+            i += run;
         }
     }
-    out
+    // Only ASCII bytes were removed or inserted, so the result is still UTF-8.
+    String::from_utf8(out).expect("whitespace edits keep UTF-8 valid")
 }
 
 /// All whitespace (newlines included) collapsed to single spaces.
@@ -259,6 +279,12 @@ mod tests {
         let (text, links) = html_to_text(html);
         assert_eq!(text, "Fast & small.\n• One\n• paper\ntail ’ 😀 &bogus;");
         assert_eq!(links, vec!["https://arxiv.org/abs/2610.1?a=1&b=2"]);
+    }
+
+    #[test]
+    fn lines_are_tidied() {
+        assert_eq!(tidy_lines("  a \t b \r\n\n  \n c  d\n"), "a b\nc d");
+        assert_eq!(tidy_lines("内核 \n  编译"), "内核\n编译");
     }
 
     #[test]
