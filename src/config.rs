@@ -199,6 +199,86 @@ impl Default for RawStorage {
     }
 }
 
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawSchedule {
+    pub cron: String,
+    /// Defaults to digest.timezone.
+    pub timezone: Option<String>,
+}
+
+impl Default for RawSchedule {
+    fn default() -> Self {
+        RawSchedule {
+            cron: "0 8 * * *".into(),
+            timezone: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLimits {
+    pub per_sec: f64,
+    pub per_destination_per_sec: f64,
+    pub concurrency: usize,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawDelivery {
+    pub max_attempts: u32,
+    pub backoff_base_secs: f64,
+    pub backoff_max_secs: f64,
+    pub timeout_secs: f64,
+    pub webhook_secret_env: String,
+    pub telegram: RawLimits,
+    pub discord: RawLimits,
+    pub email: RawLimits,
+    pub webhook: RawLimits,
+}
+
+impl Default for RawDelivery {
+    fn default() -> Self {
+        // Platform limits from FACTS.md: Telegram 30 msg/s overall and 1/s per chat; Discord
+        // about 50 requests/s per bot and 5 per 5 s per channel; email kept gentle.
+        let limits = |per_sec, per_destination_per_sec, concurrency| RawLimits {
+            per_sec,
+            per_destination_per_sec,
+            concurrency,
+        };
+        RawDelivery {
+            max_attempts: 8,
+            backoff_base_secs: 2.0,
+            backoff_max_secs: 3600.0,
+            timeout_secs: 15.0,
+            webhook_secret_env: "KDIGEST_WEBHOOK_SECRET".into(),
+            telegram: limits(30.0, 1.0, 30),
+            discord: limits(40.0, 1.0, 10),
+            email: limits(10.0, 1.0, 4),
+            webhook: limits(100.0, 10.0, 32),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawDaemon {
+    pub listen: String,
+    pub log_format: String,
+    pub lease_secs: u64,
+}
+
+impl Default for RawDaemon {
+    fn default() -> Self {
+        RawDaemon {
+            listen: "127.0.0.1:9464".into(),
+            log_format: "text".into(),
+            lease_secs: 60,
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Validated form: what the rest of the program uses.
 
@@ -212,6 +292,64 @@ pub struct Config {
     pub summarize: SummarizeConfig,
     pub fetch: FetchConfig,
     pub storage: StorageConfig,
+    pub schedule: ScheduleConfig,
+    pub delivery: DeliveryConfig,
+    pub daemon: DaemonConfig,
+}
+
+#[derive(Debug, Clone)]
+pub struct ScheduleConfig {
+    /// Normalised to the 6/7-field form the cron crate reads.
+    pub cron: cron::Schedule,
+    /// The expression as written, for messages.
+    pub expression: String,
+    pub timezone: Tz,
+}
+
+/// Rate limits and concurrency of one channel.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ChannelLimits {
+    pub per_sec: f64,
+    pub per_destination_per_sec: f64,
+    pub concurrency: usize,
+}
+
+#[derive(Debug, Clone)]
+pub struct DeliveryConfig {
+    pub max_attempts: u32,
+    pub backoff_base: Duration,
+    pub backoff_max: Duration,
+    pub timeout: Duration,
+    pub webhook_secret_env: String,
+    pub telegram: ChannelLimits,
+    pub discord: ChannelLimits,
+    pub email: ChannelLimits,
+    pub webhook: ChannelLimits,
+}
+
+impl DeliveryConfig {
+    pub fn limits(&self, channel: crate::subscriber::Channel) -> ChannelLimits {
+        use crate::subscriber::Channel;
+        match channel {
+            Channel::Telegram => self.telegram,
+            Channel::Discord => self.discord,
+            Channel::Email => self.email,
+            Channel::Webhook => self.webhook,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone)]
+pub struct DaemonConfig {
+    pub listen: std::net::SocketAddr,
+    pub log_format: LogFormat,
+    pub lease: Duration,
 }
 
 #[derive(Debug, Clone)]
@@ -314,6 +452,9 @@ const TOP_LEVEL_KEYS: &[&str] = &[
     "summarize",
     "fetch",
     "storage",
+    "schedule",
+    "delivery",
+    "daemon",
 ];
 
 impl Config {
@@ -334,11 +475,18 @@ impl Config {
         let summarize: RawSummarize = section(&table, "summarize", &mut problems);
         let fetch: RawFetch = section(&table, "fetch", &mut problems);
         let storage: RawStorage = section(&table, "storage", &mut problems);
+        let schedule: RawSchedule = section(&table, "schedule", &mut problems);
+        let delivery: RawDelivery = section(&table, "delivery", &mut problems);
+        let daemon: RawDaemon = section(&table, "daemon", &mut problems);
         let sources = raw_sources(&table, &mut problems);
         let layers = raw_layers(&table, &mut problems);
 
+        let digest = validate_digest(digest, &mut problems);
         let config = Config {
-            digest: validate_digest(digest, &mut problems),
+            schedule: validate_schedule(schedule, digest.timezone, &mut problems),
+            delivery: validate_delivery(delivery, &mut problems),
+            daemon: validate_daemon(daemon, &mut problems),
+            digest,
             sources: validate_sources(sources, &mut problems),
             layers: validate_layers(layers, &mut problems),
             score: validate_score(score, &mut problems),
@@ -834,6 +982,140 @@ fn validate_fetch(raw: RawFetch, problems: &mut Vec<String>) -> FetchConfig {
         max_redirects: raw.max_redirects,
         retries: raw.retries,
         user_agent: raw.user_agent,
+    }
+}
+
+/// Accepts crontab's 5 fields (minute hour day month weekday) and the cron crate's 6 or 7
+/// (with seconds first, optional year last).
+pub fn parse_cron(expression: &str) -> Result<cron::Schedule, String> {
+    use std::str::FromStr;
+    let fields = expression.split_whitespace().count();
+    let normalized = match fields {
+        5 => format!("0 {expression}"),
+        6 | 7 => expression.to_string(),
+        n => {
+            return Err(format!(
+                "has {n} fields; use 5 (\"0 8 * * *\") or 6 with seconds (\"0 0 8 * * *\")"
+            ));
+        }
+    };
+    cron::Schedule::from_str(&normalized).map_err(|e| format!("is not a cron expression ({e})"))
+}
+
+fn validate_schedule(
+    raw: RawSchedule,
+    default_tz: Tz,
+    problems: &mut Vec<String>,
+) -> ScheduleConfig {
+    let timezone = match &raw.timezone {
+        None => default_tz,
+        Some(name) => name.parse::<Tz>().unwrap_or_else(|_| {
+            problems.push(format!(
+                "schedule.timezone: \"{name}\" is not an IANA time zone; use a name such as Asia/Shanghai or UTC"
+            ));
+            Tz::UTC
+        }),
+    };
+    let cron = parse_cron(&raw.cron).unwrap_or_else(|why| {
+        problems.push(format!("schedule.cron: \"{}\" {why}", raw.cron));
+        parse_cron("0 8 * * *").expect("default cron parses")
+    });
+    ScheduleConfig {
+        cron,
+        expression: raw.cron,
+        timezone,
+    }
+}
+
+fn validate_delivery(raw: RawDelivery, problems: &mut Vec<String>) -> DeliveryConfig {
+    if !(1..=50).contains(&raw.max_attempts) {
+        problems.push(format!(
+            "delivery.max_attempts: {} is out of range; use 1 to 50",
+            raw.max_attempts
+        ));
+    }
+    for (key, v) in [
+        ("backoff_base_secs", raw.backoff_base_secs),
+        ("backoff_max_secs", raw.backoff_max_secs),
+        ("timeout_secs", raw.timeout_secs),
+    ] {
+        if !(v.is_finite() && v > 0.0 && v <= 86_400.0) {
+            problems.push(format!(
+                "delivery.{key}: {v} is out of range; use seconds in (0, 86400]"
+            ));
+        }
+    }
+    let mut limits = |name: &str, l: RawLimits| {
+        if !(l.per_sec.is_finite() && l.per_sec > 0.0) {
+            problems.push(format!(
+                "delivery.{name}.per_sec: {} must be a positive number",
+                l.per_sec
+            ));
+        }
+        if !(l.per_destination_per_sec.is_finite() && l.per_destination_per_sec > 0.0) {
+            problems.push(format!(
+                "delivery.{name}.per_destination_per_sec: {} must be a positive number",
+                l.per_destination_per_sec
+            ));
+        }
+        if !(1..=1024).contains(&l.concurrency) {
+            problems.push(format!(
+                "delivery.{name}.concurrency: {} is out of range; use 1 to 1024",
+                l.concurrency
+            ));
+        }
+        ChannelLimits {
+            per_sec: l.per_sec.max(0.001),
+            per_destination_per_sec: l.per_destination_per_sec.max(0.001),
+            concurrency: l.concurrency.clamp(1, 1024),
+        }
+    };
+    let telegram = limits("telegram", raw.telegram);
+    let discord = limits("discord", raw.discord);
+    let email = limits("email", raw.email);
+    let webhook = limits("webhook", raw.webhook);
+    let secs = |v: f64| Duration::from_secs_f64(v.clamp(0.001, 86_400.0));
+    DeliveryConfig {
+        max_attempts: raw.max_attempts.clamp(1, 50),
+        backoff_base: secs(raw.backoff_base_secs),
+        backoff_max: secs(raw.backoff_max_secs),
+        timeout: secs(raw.timeout_secs),
+        webhook_secret_env: raw.webhook_secret_env,
+        telegram,
+        discord,
+        email,
+        webhook,
+    }
+}
+
+fn validate_daemon(raw: RawDaemon, problems: &mut Vec<String>) -> DaemonConfig {
+    let listen = raw.listen.parse().unwrap_or_else(|_| {
+        problems.push(format!(
+            "daemon.listen: \"{}\" is not an address; use host:port such as 127.0.0.1:9464",
+            raw.listen
+        ));
+        std::net::SocketAddr::from(([127, 0, 0, 1], 9464))
+    });
+    let log_format = match raw.log_format.as_str() {
+        "text" => LogFormat::Text,
+        "json" => LogFormat::Json,
+        other => {
+            problems.push(format!(
+                "daemon.log_format: \"{other}\" is not a format; use text or json"
+            ));
+            LogFormat::Text
+        }
+    };
+    if !(5..=3600).contains(&raw.lease_secs) {
+        problems.push(format!(
+            "daemon.lease_secs: {} is out of range; use 5 to 3600",
+            raw.lease_secs
+        ));
+    }
+    DaemonConfig {
+        listen,
+        log_format,
+        lease: Duration::from_secs(raw.lease_secs.clamp(5, 3600)),
     }
 }
 

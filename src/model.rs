@@ -118,6 +118,14 @@ impl Score {
         (value.is_finite() && (0.0..=100.0).contains(&value)).then(|| Score::from_f64(value))
     }
 
+    pub fn from_tenths(tenths: u16) -> Score {
+        Score(tenths.min(1000))
+    }
+
+    pub fn tenths(self) -> u16 {
+        self.0
+    }
+
     pub fn as_f64(self) -> f64 {
         f64::from(self.0) / 10.0
     }

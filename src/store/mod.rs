@@ -15,6 +15,12 @@ use sqlx::{Row, SqlitePool};
 
 use crate::model::{Digest, Item, Window};
 
+mod lease;
+mod outbox;
+mod subscribers;
+
+pub use outbox::{Claimed, DeliveryCounts, PlannedDelivery};
+
 #[derive(Clone)]
 pub struct Store {
     pool: SqlitePool,

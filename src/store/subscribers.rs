@@ -1,0 +1,173 @@
+//! Subscriber rows.
+
+use chrono::{DateTime, Utc};
+use sqlx::Row;
+use sqlx::sqlite::SqliteRow;
+
+use super::Store;
+use crate::model::{Filter, Score};
+use crate::subscriber::{Address, Status, Subscriber};
+
+const COLUMNS: &str = "id, address, layers, min_score, language, status, status_reason, notify_empty, created_at, updated_at";
+
+impl Store {
+    /// Adds a subscriber; `Ok(None)` when the address is already subscribed.
+    pub async fn add_subscriber(
+        &self,
+        address: &Address,
+        filter: &Filter,
+        language: &str,
+        status: &Status,
+        notify_empty: bool,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<Option<i64>> {
+        let now = now.to_rfc3339();
+        let result = sqlx::query(
+            "INSERT INTO subscribers (address, channel, layers, min_score, language, status, status_reason, notify_empty, created_at, updated_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)
+             ON CONFLICT (address) DO NOTHING",
+        )
+        .bind(address.to_stored())
+        .bind(address.channel().as_str())
+        .bind(serde_json::to_string(&filter.layers)?)
+        .bind(i64::from(filter.min_score.tenths()))
+        .bind(language)
+        .bind(status.as_str())
+        .bind(reason(status))
+        .bind(notify_empty)
+        .bind(&now)
+        .execute(&self.pool)
+        .await?;
+        Ok((result.rows_affected() == 1).then(|| result.last_insert_rowid()))
+    }
+
+    pub async fn subscribers(&self) -> anyhow::Result<Vec<Subscriber>> {
+        let rows = sqlx::query(&format!("SELECT {COLUMNS} FROM subscribers ORDER BY id"))
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(subscriber_from_row).collect()
+    }
+
+    /// Active subscribers, the ones a digest is planned for.
+    pub async fn active_subscribers(&self) -> anyhow::Result<Vec<Subscriber>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM subscribers WHERE status = 'active' ORDER BY id"
+        ))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(subscriber_from_row).collect()
+    }
+
+    pub async fn subscriber(&self, id: i64) -> anyhow::Result<Option<Subscriber>> {
+        let row = sqlx::query(&format!("SELECT {COLUMNS} FROM subscribers WHERE id = $1"))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(subscriber_from_row).transpose()
+    }
+
+    pub async fn subscriber_by_address(
+        &self,
+        address: &Address,
+    ) -> anyhow::Result<Option<Subscriber>> {
+        let row = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM subscribers WHERE address = $1"
+        ))
+        .bind(address.to_stored())
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(subscriber_from_row).transpose()
+    }
+
+    /// Replaces filter, language and the empty-day option.
+    pub async fn update_subscriber(
+        &self,
+        s: &Subscriber,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<()> {
+        sqlx::query(
+            "UPDATE subscribers SET layers = $1, min_score = $2, language = $3, notify_empty = $4, updated_at = $5
+             WHERE id = $6",
+        )
+        .bind(serde_json::to_string(&s.filter.layers)?)
+        .bind(i64::from(s.filter.min_score.tenths()))
+        .bind(&s.language)
+        .bind(s.notify_empty)
+        .bind(now.to_rfc3339())
+        .bind(s.id)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    pub async fn set_subscriber_status(
+        &self,
+        id: i64,
+        status: &Status,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<bool> {
+        let result = sqlx::query(
+            "UPDATE subscribers SET status = $1, status_reason = $2, updated_at = $3 WHERE id = $4",
+        )
+        .bind(status.as_str())
+        .bind(reason(status))
+        .bind(now.to_rfc3339())
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        Ok(result.rows_affected() == 1)
+    }
+
+    /// Moves a subscriber to a new address (a Telegram group that became a supergroup).
+    pub async fn set_subscriber_address(
+        &self,
+        id: i64,
+        address: &Address,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<()> {
+        sqlx::query(
+            "UPDATE subscribers SET address = $1, channel = $2, updated_at = $3 WHERE id = $4",
+        )
+        .bind(address.to_stored())
+        .bind(address.channel().as_str())
+        .bind(now.to_rfc3339())
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    pub async fn remove_subscriber(&self, id: i64) -> anyhow::Result<bool> {
+        let result = sqlx::query("DELETE FROM subscribers WHERE id = $1")
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(result.rows_affected() == 1)
+    }
+}
+
+fn reason(status: &Status) -> Option<&str> {
+    match status {
+        Status::Disabled(r) => Some(r.as_str()),
+        _ => None,
+    }
+}
+
+fn subscriber_from_row(row: &SqliteRow) -> anyhow::Result<Subscriber> {
+    let address: String = row.get("address");
+    let min_score: i64 = row.get("min_score");
+    Ok(Subscriber {
+        id: row.get("id"),
+        address: Address::parse(&address)
+            .map_err(|e| anyhow::anyhow!("Stored subscriber address is invalid: {e}"))?,
+        filter: Filter {
+            layers: serde_json::from_str(row.get("layers"))?,
+            min_score: Score::from_tenths(u16::try_from(min_score.clamp(0, 1000)).unwrap_or(0)),
+        },
+        language: row.get("language"),
+        status: Status::from_parts(row.get("status"), row.get("status_reason")),
+        notify_empty: row.get("notify_empty"),
+        created_at: row.get("created_at"),
+        updated_at: row.get("updated_at"),
+    })
+}
