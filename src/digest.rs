@@ -54,6 +54,15 @@ pub fn window_for(date: NaiveDate, config: &Config) -> Window {
     }
 }
 
+/// The window of the scheduled run at `end`: the configured length ending at that instant,
+/// dated by `end`'s day in the digest time zone.
+pub fn window_ending(end: DateTime<Utc>, config: &Config) -> (NaiveDate, Window) {
+    let tz: Tz = config.digest.timezone;
+    let end = end.with_timezone(&tz);
+    let start = end - Duration::hours(config.digest.window_hours);
+    (end.date_naive(), Window { start: start.fixed_offset(), end: end.fixed_offset() })
+}
+
 /// The date of the latest window that has ended at `now`.
 pub fn latest_complete_date(now: DateTime<Utc>, config: &Config) -> NaiveDate {
     let today = now.with_timezone(&config.digest.timezone).date_naive();

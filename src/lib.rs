@@ -12,14 +12,18 @@
 
 pub mod classify;
 pub mod cli;
+pub mod web;
 pub mod cluster;
 pub mod config;
+pub mod daemon;
 pub mod demo;
 pub mod digest;
 pub mod fetch;
 pub mod locale;
 pub mod model;
 pub mod parse;
+pub mod deliver;
+pub mod metrics;
 pub mod pipeline;
 pub mod render;
 pub mod schedule;

@@ -9,7 +9,7 @@ use crate::config::Config;
 use crate::digest::{self, Assembly};
 use crate::fetch::{FetchOutcome, Fetcher};
 use crate::locale::Locale;
-use crate::model::{Digest, FailedSource};
+use crate::model::{Digest, FailedSource, Window};
 use crate::parse::parse_feed;
 use crate::store::Store;
 use crate::summarize;
@@ -73,59 +73,56 @@ pub async fn refresh_sources(
     Ok(failed)
 }
 
-/// Builds the digest dated `date` from what the store holds (after `refresh_sources`) and
-/// saves it. `now` is when the run happens; the core never reads the clock itself.
+/// Builds the digest dated `date` over `window` from what the store holds (after
+/// `refresh_sources`) and saves it when the window is over. `now` is when the run happens;
+/// the core never reads the clock itself.
 pub async fn build_digest(
     config: &Config,
     store: &Store,
     date: NaiveDate,
+    window: Window,
     failed: Vec<FailedSource>,
     now: DateTime<Utc>,
 ) -> anyhow::Result<Digest> {
-    let window = digest::window_for(date, config);
     let names: Vec<String> = config.sources.iter().map(|s| s.name.clone()).collect();
     let items = store.items_in_window(&names, &window).await?;
     let source_counts = digest::count_by_source(&items, config, &failed);
     let classifier = Classifier::new(&config.layers);
-    let candidates = digest::eligible(
-        digest::candidates(items, &window, config, &classifier),
-        config,
-    );
-    let locale = Locale::load(
-        &config.digest.language,
-        config.digest.templates_dir.as_deref(),
-    )?;
+    let candidates = digest::eligible(digest::candidates(items, &window, config, &classifier), config);
+    let locale = Locale::load(&config.digest.language, config.digest.templates_dir.as_deref())?;
     let summaries = summarize::summarize(&candidates, config, &locale, store).await?;
+    let end = window.end;
     let digest = digest::assemble(
         &candidates,
         &summaries,
-        Assembly {
-            date,
-            window: window.clone(),
-            config,
-            locale: &locale,
-            source_counts,
-            failed_sources: failed,
-        },
+        Assembly { date, window, config, locale: &locale, source_counts, failed_sources: failed },
     );
     // A window that has not ended yet gives a partial digest: shown, never stored, so a
     // later request for that date builds the complete one.
-    if window.end.to_utc() <= now {
+    if end.to_utc() <= now {
         store.save_digest(&digest, now).await?;
     } else {
-        tracing::warn!(message = "Window not over yet; the digest is partial and not stored", end = %digest.window.end);
+        tracing::warn!(message = "Window not over yet; the digest is partial and not stored", end = %end);
     }
     Ok(digest)
 }
 
-/// Fetch and build in one go: what `digest --force`, `demo` and the scheduler run.
-pub async fn generate(
+/// Fetch and build the digest dated `date` (its configured window): what `digest --force`
+/// and `demo` run.
+pub async fn generate(config: &Config, store: &Store, date: NaiveDate, progress: Progress<'_>) -> anyhow::Result<Digest> {
+    generate_window(config, store, date, digest::window_for(date, config), progress).await
+}
+
+/// Fetch and build over an explicit window: the scheduler's run at T covers the window
+/// that ends at T.
+pub async fn generate_window(
     config: &Config,
     store: &Store,
     date: NaiveDate,
+    window: Window,
     progress: Progress<'_>,
 ) -> anyhow::Result<Digest> {
     summarize::check_ready(config)?;
     let failed = refresh_sources(config, store, progress).await?;
-    build_digest(config, store, date, failed, Utc::now()).await
+    build_digest(config, store, date, window, failed, Utc::now()).await
 }

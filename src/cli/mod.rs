@@ -10,6 +10,9 @@ use anyhow::Context as _;
 use chrono::{NaiveDate, Utc};
 use clap::{Parser, Subcommand};
 
+mod status;
+pub mod subscribers;
+
 use crate::classify::Classifier;
 use crate::config::{Config, ConfigError};
 use crate::digest;
@@ -57,6 +60,17 @@ pub enum Command {
     },
     /// Validate the configuration and report every problem at once
     CheckConfig,
+    /// Run the scheduler and delivery workers (with /healthz and /metrics) until SIGINT/SIGTERM
+    Run {
+        /// Generate the digest of the latest scheduled run if missing, deliver it, and exit
+        #[arg(long)]
+        once: bool,
+    },
+    /// Show the last and next run, deliveries of the latest digest and disabled subscribers
+    Status,
+    /// Manage subscribers
+    #[command(subcommand)]
+    Subscribers(subscribers::SubscribersCommand),
     /// Run the full pipeline on bundled sample feeds served from 127.0.0.1 (no network)
     Demo {
         #[arg(long, value_enum, default_value = "md")]
@@ -88,10 +102,39 @@ pub fn load_config(path: Option<&Path>) -> Result<Config, ConfigError> {
     }
 }
 
+/// Logs go to stderr; JSON lines when `daemon.log_format = "json"`. RUST_LOG overrides the
+/// level (default: warn for one-shot commands, info for the daemon).
+pub fn init_logging(format: crate::config::LogFormat, default_level: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
+    let builder = tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter);
+    let _ = match format {
+        crate::config::LogFormat::Json => builder.json().try_init(),
+        crate::config::LogFormat::Text => builder.try_init(),
+    };
+}
+
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    let config = match &cli.command {
+        Command::Demo { .. } => None,
+        _ => Some(load_config(cli.config.as_deref())?),
+    };
+    let format = config.as_ref().map_or(crate::config::LogFormat::Text, |c| c.daemon.log_format);
+    init_logging(format, if matches!(cli.command, Command::Run { .. }) { "info" } else { "warn" });
     match cli.command {
+        Command::Run { once } => crate::daemon::run(config.expect("loaded above"), once).await,
+        Command::Status => {
+            let config = config.expect("loaded above");
+            let store = Store::open(&config.storage.path).await?;
+            status::run(&config, &store).await
+        }
+        Command::Subscribers(command) => {
+            let config = config.expect("loaded above");
+            let store = Store::open(&config.storage.path).await?;
+            subscribers::run(command, &config, &store).await
+        }
         Command::CheckConfig => {
-            let config = load_config(cli.config.as_deref())?;
+            let config = config.expect("loaded above");
             crate::summarize::check_ready(&config)?;
             println!(
                 "Configuration is valid: {} sources, {} layers, summarize mode {:?}, storage {}",
@@ -127,7 +170,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             output(&renderer, &digest, format, out.as_deref())
         }
         Command::Explain { event, date } => {
-            let config = load_config(cli.config.as_deref())?;
+            let config = config.expect("loaded above");
             let store = Store::open(&config.storage.path).await?;
             let date = resolve_date(&date, &config, &store).await?;
             explain(&config, &store, date, &event).await

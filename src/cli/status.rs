@@ -1,0 +1,59 @@
+//! `kdigest status`: last and next run, deliveries of the latest digest, disabled subscribers.
+
+use chrono::{DateTime, Utc};
+
+use crate::config::Config;
+use crate::schedule::next_run;
+use crate::store::Store;
+use crate::subscriber::Status;
+
+pub async fn run(config: &Config, store: &Store) -> anyhow::Result<()> {
+    let now = Utc::now();
+    match store.latest_digest().await? {
+        Some(d) => {
+            println!(
+                "Last digest: {} ({} events, {} failed sources, mode {})",
+                d.date,
+                d.events().count(),
+                d.failed_sources.len(),
+                d.generation_mode
+            );
+            let c = store.delivery_counts(d.date).await?;
+            println!(
+                "Deliveries for {}: {} pending, {} sending, {} sent, {} failed",
+                d.date, c.pending, c.sending, c.sent, c.failed
+            );
+        }
+        None => println!("Last digest: none yet"),
+    }
+    match next_run(&config.schedule, now) {
+        Some(t) => println!(
+            "Next run: {} (cron \"{}\" in {})",
+            t.with_timezone(&config.schedule.timezone).to_rfc3339(),
+            config.schedule.expression,
+            config.schedule.timezone
+        ),
+        None => println!("Next run: none (cron \"{}\" has no future run)", config.schedule.expression),
+    }
+    match store.lease_holder(crate::daemon::LEASE).await? {
+        Some((holder, until)) if until >= now.timestamp() => {
+            let until = DateTime::from_timestamp(until, 0).map_or_else(String::new, |t| t.to_rfc3339());
+            println!("Daemon: running ({holder}, lease until {until})");
+        }
+        _ => println!("Daemon: not running"),
+    }
+    let disabled: Vec<_> = store
+        .subscribers()
+        .await?
+        .into_iter()
+        .filter_map(|s| match &s.status {
+            Status::Disabled(reason) => Some(format!("  #{} {}: {reason}", s.id, s.address)),
+            _ => None,
+        })
+        .collect();
+    println!("Disabled subscribers: {}", disabled.len());
+    for line in disabled {
+        println!("{line}");
+    }
+    Ok(())
+}

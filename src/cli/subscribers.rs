@@ -1,0 +1,167 @@
+//! `kdigest subscribers add|list|set|remove|pause|resume`.
+
+use std::collections::BTreeSet;
+
+use chrono::Utc;
+use clap::Subcommand;
+
+use super::UsageError;
+use crate::config::{Config, LANGUAGES};
+use crate::model::{Filter, Score};
+use crate::store::Store;
+use crate::subscriber::{Address, Status, Subscriber};
+
+#[derive(Debug, Subcommand)]
+pub enum SubscribersCommand {
+    /// Subscribe an address: telegram:<chat id>, discord:<channel id or webhook URL>, email:<address>, webhook:<URL>
+    Add {
+        address: String,
+        /// Comma-separated layers, or "all" [default: all]
+        #[arg(long)]
+        layers: Option<String>,
+        /// Minimum event score 0-100 [default: digest.min_score]
+        #[arg(long)]
+        min_score: Option<f64>,
+        /// zh-CN or en [default: digest.language]
+        #[arg(long)]
+        lang: Option<String>,
+        /// Send a short note on days when nothing matches the filter
+        #[arg(long)]
+        notify_empty: bool,
+    },
+    /// List subscribers with their filters and status (disabled ones with the reason)
+    List,
+    /// Change a subscriber's filter, language or empty-day note
+    Set {
+        /// Subscriber id or address
+        subscriber: String,
+        #[arg(long)]
+        layers: Option<String>,
+        #[arg(long)]
+        min_score: Option<f64>,
+        #[arg(long)]
+        lang: Option<String>,
+        #[arg(long)]
+        notify_empty: Option<bool>,
+    },
+    /// Remove a subscriber and its pending deliveries
+    Remove { subscriber: String },
+    /// Stop deliveries to a subscriber until resumed
+    Pause { subscriber: String },
+    /// Resume a paused or disabled subscriber
+    Resume { subscriber: String },
+}
+
+pub async fn run(command: SubscribersCommand, config: &Config, store: &Store) -> anyhow::Result<()> {
+    match command {
+        SubscribersCommand::Add { address, layers, min_score, lang, notify_empty } => {
+            let address = Address::parse(&address).map_err(|e| UsageError(format!("ADDRESS: {e}")))?;
+            let filter = Filter {
+                layers: parse_layers(layers.as_deref().unwrap_or("all"), config)?,
+                min_score: parse_min_score(min_score)?.unwrap_or(config.digest.min_score),
+            };
+            let language = parse_language(lang.as_deref())?.unwrap_or_else(|| config.digest.language.clone());
+            match store.add_subscriber(&address, &filter, &language, &Status::Active, notify_empty, Utc::now()).await? {
+                Some(id) => println!("Added subscriber #{id} {address}"),
+                None => return Err(UsageError(format!("{address} is already subscribed; use `kdigest subscribers set` to change it")).into()),
+            }
+        }
+        SubscribersCommand::List => {
+            let all = store.subscribers().await?;
+            if all.is_empty() {
+                println!("No subscribers yet; add one with `kdigest subscribers add email:alice@example.org`");
+            }
+            for s in all {
+                println!("{}", describe(&s));
+            }
+        }
+        SubscribersCommand::Set { subscriber, layers, min_score, lang, notify_empty } => {
+            let mut s = find(store, &subscriber).await?;
+            if let Some(l) = layers {
+                s.filter.layers = parse_layers(&l, config)?;
+            }
+            if let Some(score) = parse_min_score(min_score)? {
+                s.filter.min_score = score;
+            }
+            if let Some(l) = parse_language(lang.as_deref())? {
+                s.language = l;
+            }
+            if let Some(n) = notify_empty {
+                s.notify_empty = n;
+            }
+            store.update_subscriber(&s, Utc::now()).await?;
+            println!("{}", describe(&s));
+        }
+        SubscribersCommand::Remove { subscriber } => {
+            let s = find(store, &subscriber).await?;
+            store.remove_subscriber(s.id).await?;
+            println!("Removed subscriber #{} {}", s.id, s.address);
+        }
+        SubscribersCommand::Pause { subscriber } => {
+            let s = find(store, &subscriber).await?;
+            store.set_subscriber_status(s.id, &Status::Paused, Utc::now()).await?;
+            println!("Paused subscriber #{} {}", s.id, s.address);
+        }
+        SubscribersCommand::Resume { subscriber } => {
+            let s = find(store, &subscriber).await?;
+            store.set_subscriber_status(s.id, &Status::Active, Utc::now()).await?;
+            println!("Resumed subscriber #{} {}", s.id, s.address);
+        }
+    }
+    Ok(())
+}
+
+/// One line per subscriber; webhook URLs are shown without their secret part.
+pub fn describe(s: &Subscriber) -> String {
+    let layers = if s.filter.layers.is_empty() {
+        "all layers".to_string()
+    } else {
+        s.filter.layers.iter().cloned().collect::<Vec<_>>().join(",")
+    };
+    let status = match &s.status {
+        Status::Disabled(reason) => format!("disabled: {reason}"),
+        other => other.as_str().to_string(),
+    };
+    let empty = if s.notify_empty { ", note on empty days" } else { "" };
+    format!("#{} {} [{}] min score {} lang {}{} — {}", s.id, s.address, layers, s.filter.min_score, s.language, empty, status)
+}
+
+async fn find(store: &Store, key: &str) -> anyhow::Result<Subscriber> {
+    let found = match key.trim_start_matches('#').parse::<i64>() {
+        Ok(id) => store.subscriber(id).await?,
+        Err(_) => {
+            let address = Address::parse(key).map_err(|e| UsageError(format!("SUBSCRIBER: {e}")))?;
+            store.subscriber_by_address(&address).await?
+        }
+    };
+    found.ok_or_else(|| UsageError(format!("No subscriber {key}; `kdigest subscribers list` shows ids and addresses")).into())
+}
+
+pub fn parse_layers(raw: &str, config: &Config) -> Result<BTreeSet<String>, UsageError> {
+    let raw = raw.trim();
+    if raw.is_empty() || raw == "all" {
+        return Ok(BTreeSet::new());
+    }
+    let valid = config.layer_names();
+    let mut layers = BTreeSet::new();
+    for l in raw.split(',').map(str::trim).filter(|l| !l.is_empty()) {
+        if !valid.contains(&l) {
+            return Err(UsageError(format!("--layers: \"{l}\" is not a layer; valid layers: {}, or all", valid.join(", "))));
+        }
+        layers.insert(l.to_string());
+    }
+    Ok(layers)
+}
+
+fn parse_min_score(raw: Option<f64>) -> Result<Option<Score>, UsageError> {
+    raw.map(|v| Score::parse_threshold(v).ok_or_else(|| UsageError(format!("--min-score {v}: use a number from 0 to 100"))))
+        .transpose()
+}
+
+fn parse_language(raw: Option<&str>) -> Result<Option<String>, UsageError> {
+    match raw {
+        None => Ok(None),
+        Some(l) if LANGUAGES.contains(&l) => Ok(Some(l.to_string())),
+        Some(l) => Err(UsageError(format!("--lang {l}: use one of {}", LANGUAGES.join(", ")))),
+    }
+}

@@ -1,0 +1,55 @@
+//! Rate limits per channel and per destination (governor), plus per-destination pauses
+//! after a 429 so one rate-limited chat or host never slows the others.
+
+use std::collections::HashMap;
+use std::num::NonZeroU32;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter, Quota, RateLimiter};
+use tokio::time::Instant;
+
+use crate::config::ChannelLimits;
+
+pub struct Limits {
+    channel: DefaultDirectRateLimiter,
+    destination: DefaultKeyedRateLimiter<String>,
+    paused: Mutex<HashMap<String, Instant>>,
+}
+
+/// A quota of `per_sec` cells per second, spaced evenly (burst 1): a receiver that counts
+/// requests per second never sees a burst above the rate.
+fn quota(per_sec: f64) -> Quota {
+    let period = Duration::from_secs_f64(1.0 / per_sec.max(0.001));
+    Quota::with_period(period).expect("period is positive").allow_burst(NonZeroU32::MIN)
+}
+
+impl Limits {
+    pub fn new(limits: &ChannelLimits) -> Limits {
+        Limits {
+            channel: RateLimiter::direct(quota(limits.per_sec)),
+            destination: RateLimiter::keyed(quota(limits.per_destination_per_sec)),
+            paused: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Waits until this destination may receive the next message.
+    pub async fn wait(&self, destination: &str) {
+        let paused_until = self.paused.lock().expect("pause map lock").get(destination).copied();
+        if let Some(until) = paused_until {
+            tokio::time::sleep_until(until).await;
+        }
+        self.destination.until_key_ready(&destination.to_string()).await;
+        self.channel.until_ready().await;
+    }
+
+    /// Holds back one destination (a 429 with retry_after) without touching the others.
+    pub fn pause(&self, destination: &str, wait: Duration) {
+        let until = Instant::now() + wait;
+        let mut paused = self.paused.lock().expect("pause map lock");
+        let entry = paused.entry(destination.to_string()).or_insert(until);
+        if *entry < until {
+            *entry = until;
+        }
+    }
+}

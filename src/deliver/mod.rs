@@ -1,0 +1,150 @@
+//! Delivery: planning (which subscriber gets which digest), rendering per distinct
+//! (filter, language, channel), and the channel senders. The engine in `engine.rs` owns
+//! claiming, rate limiting, retries and bookkeeping; a sender only knows how to send one
+//! rendered message and how to classify its errors.
+
+pub mod engine;
+pub mod limits;
+pub mod webhook;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::NaiveDate;
+use sha2::{Digest as _, Sha256};
+
+use crate::digest;
+use crate::locale::Locale;
+use crate::model::{Digest, Filter};
+use crate::parse::hex;
+use crate::render::{Format, Renderer};
+use crate::store::PlannedDelivery;
+use crate::subscriber::{Address, Channel, Subscriber};
+
+/// Why one send failed, as the engine needs to know it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SendError {
+    /// Worth retrying: timeouts, 5xx, 429 (with the wait the server asked for).
+    #[error("{reason}")]
+    Transient { reason: String, retry_after: Option<Duration> },
+    /// Never retried; the subscriber is disabled with this reason (blocked, deleted, 404/410).
+    #[error("{reason}")]
+    Permanent { reason: String },
+}
+
+/// The channels that have a sender. Telegram, Discord and email plug in here.
+pub enum Sender {
+    Webhook(webhook::WebhookSender),
+}
+
+impl Sender {
+    pub fn channel(&self) -> Channel {
+        match self {
+            Sender::Webhook(_) => Channel::Webhook,
+        }
+    }
+
+    /// Sends one rendered message to one address.
+    pub async fn send(&self, address: &Address, message: &str, delivery_id: &str) -> Result<(), SendError> {
+        match (self, address) {
+            (Sender::Webhook(s), Address::Webhook(url)) => s.send(url, message, delivery_id).await,
+            (_, other) => Err(SendError::Permanent {
+                reason: format!("Address {other} does not belong to the {} channel", self.channel().as_str()),
+            }),
+        }
+    }
+}
+
+/// Stable id of the delivery of one digest to one subscriber; receivers use it to drop
+/// duplicates.
+pub fn delivery_id(date: NaiveDate, subscriber_id: i64) -> String {
+    hex(&Sha256::digest(format!("{date}/{subscriber_id}").as_bytes())[..12])
+}
+
+/// One row per subscriber whose channel can be sent to and whose filtered digest is not
+/// empty (or who asked for a note on empty days). Pure.
+pub fn plan(digest: &Digest, subscribers: &[Subscriber], channels: &[Channel]) -> Vec<PlannedDelivery> {
+    let mut matches: HashMap<&Filter, bool> = HashMap::new();
+    subscribers
+        .iter()
+        .filter(|s| channels.contains(&s.address.channel()))
+        .filter(|s| {
+            s.notify_empty || *matches.entry(&s.filter).or_insert_with(|| digest.events().any(|e| s.filter.accepts(e)))
+        })
+        .map(|s| PlannedDelivery {
+            id: delivery_id(digest.date, s.id),
+            subscriber_id: s.id,
+            channel: s.address.channel(),
+        })
+        .collect()
+}
+
+/// The messages of one channel for a filtered digest, in sending order.
+pub fn render_messages(digest: &Digest, channel: Channel, renderer: &Renderer) -> anyhow::Result<Vec<String>> {
+    Ok(match channel {
+        Channel::Webhook => renderer.render(digest, Format::Json)?,
+        Channel::Telegram => renderer.render(digest, Format::Telegram)?,
+        Channel::Discord => renderer.render(digest, Format::Discord)?,
+        Channel::Email => {
+            let mut parts = renderer.render(digest, Format::EmailHtml)?;
+            parts.extend(renderer.render(digest, Format::EmailText)?);
+            vec![serde_json::to_string(&parts)?]
+        }
+    })
+}
+
+type RenderKey = (NaiveDate, Filter, String, Channel);
+
+/// Renders once per distinct (digest, filter, language, channel): 100,000 subscribers with
+/// 20 distinct filters render 20 times per channel.
+#[derive(Default)]
+pub struct RenderCache {
+    renders: Mutex<HashMap<RenderKey, Arc<Vec<String>>>>,
+    renderers: Mutex<HashMap<String, Arc<Renderer>>>,
+    templates_dir: Option<std::path::PathBuf>,
+}
+
+impl RenderCache {
+    pub fn new(templates_dir: Option<std::path::PathBuf>) -> RenderCache {
+        RenderCache { templates_dir, ..RenderCache::default() }
+    }
+
+    pub fn messages(&self, d: &Digest, filter: &Filter, language: &str, channel: Channel) -> anyhow::Result<Arc<Vec<String>>> {
+        let key = (d.date, filter.clone(), language.to_string(), channel);
+        if let Some(hit) = self.renders.lock().expect("render cache lock").get(&key) {
+            return Ok(hit.clone());
+        }
+        let renderer = self.renderer(language)?;
+        let mut localized = d.clone();
+        localized.language = language.to_string();
+        let filtered = digest::filter(&localized, filter, renderer.locale());
+        let messages = Arc::new(render_messages(&filtered, channel, &renderer)?);
+        self.renders.lock().expect("render cache lock").insert(key, messages.clone());
+        Ok(messages)
+    }
+
+    fn renderer(&self, language: &str) -> anyhow::Result<Arc<Renderer>> {
+        let mut renderers = self.renderers.lock().expect("renderer cache lock");
+        if let Some(r) = renderers.get(language) {
+            return Ok(r.clone());
+        }
+        let r = Arc::new(Renderer::new(language, self.templates_dir.as_deref())?);
+        renderers.insert(language.to_string(), r.clone());
+        Ok(r)
+    }
+
+    /// How many distinct renders were made (for tests and the benchmark).
+    pub fn len(&self) -> usize {
+        self.renders.lock().expect("render cache lock").len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The locale a subscriber's digest is filtered with.
+pub fn locale_for(language: &str) -> Locale {
+    Locale::builtin(language)
+}
