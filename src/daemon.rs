@@ -4,13 +4,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, NaiveDate, Utc};
 use tokio::sync::watch;
 
 use crate::config::Config;
 use crate::deliver::engine::{Engine, Until};
 use crate::digest;
 use crate::metrics::Metrics;
+use crate::model::Window;
 use crate::pipeline;
 use crate::schedule::{next_run, previous_run};
 use crate::store::Store;
@@ -19,7 +20,9 @@ pub const LEASE: &str = "scheduler";
 
 /// Another process holds the lease.
 #[derive(Debug, thiserror::Error)]
-#[error("Another kdigest run ({holder}) is active until {until}; only one process may generate and deliver. Stop it or wait for its lease to lapse")]
+#[error(
+    "Another kdigest run ({holder}) is active until {until}; only one process may generate and deliver. Stop it or wait for its lease to lapse"
+)]
 pub struct LeaseHeld {
     pub holder: String,
     pub until: String,
@@ -28,23 +31,68 @@ pub struct LeaseHeld {
 /// `--once`: how long to wait for retries that are due soon before exiting.
 const ONCE_MAX_WAIT: Duration = Duration::from_secs(60);
 
-fn holder_id() -> String {
-    let host = std::env::var("HOSTNAME")
+fn host_name() -> String {
+    std::fs::read_to_string("/etc/hostname")
         .ok()
-        .or_else(|| std::fs::read_to_string("/etc/hostname").ok().map(|h| h.trim().to_string()))
-        .unwrap_or_else(|| "localhost".into());
-    format!("{host}:{}", std::process::id())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "localhost".into())
 }
 
-pub async fn run(config: Config, once: bool) -> anyhow::Result<()> {
+fn holder_id() -> String {
+    format!("{}:{}", host_name(), std::process::id())
+}
+
+/// True when `holder` is a process on this host that no longer exists: a crashed (kill -9)
+/// daemon, whose lease a restart may take over at once instead of waiting for it to lapse.
+fn holder_is_dead(holder: &str) -> bool {
+    let Some((host, pid)) = holder.rsplit_once(':') else {
+        return false;
+    };
+    host == host_name()
+        && pid
+            .parse::<u32>()
+            .is_ok_and(|pid| pid != std::process::id())
+        && cfg!(target_os = "linux")
+        && !std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+async fn acquire_lease(store: &Store, holder: &str, ttl: i64) -> anyhow::Result<()> {
+    if store.try_lease(LEASE, holder, ttl, Utc::now()).await? {
+        return Ok(());
+    }
+    let (current, until) = store.lease_holder(LEASE).await?.unwrap_or_default();
+    if holder_is_dead(&current)
+        && store
+            .take_over_lease(LEASE, &current, holder, ttl, Utc::now())
+            .await?
+    {
+        tracing::warn!(message = "Took over the lease of a process that is gone", previous = %current);
+        return Ok(());
+    }
+    let until = DateTime::from_timestamp(until, 0).map_or_else(String::new, |t| t.to_rfc3339());
+    Err(LeaseHeld {
+        holder: current,
+        until,
+    }
+    .into())
+}
+
+/// How long `run` runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Until SIGINT/SIGTERM.
+    Forever,
+    /// One digest (the latest scheduled run's, or `date`'s), delivered, then exit.
+    Once { date: Option<NaiveDate> },
+}
+
+pub async fn run(config: Config, mode: Mode) -> anyhow::Result<()> {
     let store = Store::open(&config.storage.path).await?;
     let holder = holder_id();
     let ttl = config.daemon.lease.as_secs() as i64;
-    if !store.try_lease(LEASE, &holder, ttl, Utc::now()).await? {
-        let (holder, until) = store.lease_holder(LEASE).await?.unwrap_or_default();
-        let until = DateTime::from_timestamp(until, 0).map_or_else(String::new, |t| t.to_rfc3339());
-        return Err(LeaseHeld { holder, until }.into());
-    }
+    acquire_lease(&store, &holder, ttl).await?;
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let shutdown_tx = Arc::new(shutdown_tx);
     spawn_signal_handler(shutdown_tx.clone());
@@ -52,14 +100,18 @@ pub async fn run(config: Config, once: bool) -> anyhow::Result<()> {
 
     let requeued = store.requeue_in_flight().await?;
     if requeued > 0 {
-        tracing::warn!(message = "Re-queued deliveries left in flight by an earlier process", requeued);
+        tracing::warn!(
+            message = "Re-queued deliveries left in flight by an earlier process",
+            requeued
+        );
     }
     let metrics = Arc::new(Metrics::default());
     let engine = Arc::new(Engine::new(store.clone(), &config, metrics.clone())?);
-    let result = if once {
-        run_once(&config, &store, &engine, &metrics, shutdown_rx).await
-    } else {
-        run_forever(&config, &store, &engine, &metrics, shutdown_rx).await
+    let result = match mode {
+        Mode::Once { date } => {
+            run_once(&config, &store, &engine, &metrics, date, shutdown_rx).await
+        }
+        Mode::Forever => run_forever(&config, &store, &engine, &metrics, shutdown_rx).await,
     };
     renewer.abort();
     store.release_lease(LEASE, &holder).await?;
@@ -72,12 +124,25 @@ async fn run_once(
     store: &Store,
     engine: &Arc<Engine>,
     metrics: &Metrics,
+    date: Option<NaiveDate>,
     shutdown: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
-    let now = Utc::now();
-    let tick = previous_run(&config.schedule, now).unwrap_or(now);
-    run_tick(config, store, engine, metrics, tick).await?;
-    engine.run(Until::Idle { max_wait: ONCE_MAX_WAIT }, shutdown).await
+    let (date, window) = match date {
+        Some(d) => (d, digest::window_for(d, config)),
+        None => {
+            let now = Utc::now();
+            digest::window_ending(previous_run(&config.schedule, now).unwrap_or(now), config)
+        }
+    };
+    prepare(config, store, engine, metrics, date, window).await?;
+    engine
+        .run(
+            Until::Idle {
+                max_wait: ONCE_MAX_WAIT,
+            },
+            shutdown,
+        )
+        .await
 }
 
 async fn run_forever(
@@ -87,9 +152,14 @@ async fn run_forever(
     metrics: &Arc<Metrics>,
     mut shutdown: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
-    let listener = tokio::net::TcpListener::bind(config.daemon.listen).await.map_err(|e| {
-        anyhow::anyhow!("Cannot listen on {} (daemon.listen): {e}", config.daemon.listen)
-    })?;
+    let listener = tokio::net::TcpListener::bind(config.daemon.listen)
+        .await
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "Cannot listen on {} (daemon.listen): {e}",
+                config.daemon.listen
+            )
+        })?;
     tracing::info!(message = "Serving /healthz and /metrics", address = %config.daemon.listen);
     let mut web_shutdown = shutdown.clone();
     let web = tokio::spawn(crate::web::serve(listener, metrics.clone(), async move {
@@ -142,6 +212,17 @@ async fn run_tick(
     tick: DateTime<Utc>,
 ) -> anyhow::Result<()> {
     let (date, window) = digest::window_ending(tick, config);
+    prepare(config, store, engine, metrics, date, window).await
+}
+
+async fn prepare(
+    config: &Config,
+    store: &Store,
+    engine: &Engine,
+    metrics: &Metrics,
+    date: NaiveDate,
+    window: Window,
+) -> anyhow::Result<()> {
     let digest = match store.load_digest(date).await? {
         Some(d) => d,
         None => {
@@ -163,8 +244,9 @@ fn spawn_signal_handler(shutdown: Arc<watch::Sender<bool>>) {
         let ctrl_c = tokio::signal::ctrl_c();
         #[cfg(unix)]
         {
-            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-                .expect("SIGTERM handler installs");
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                    .expect("SIGTERM handler installs");
             tokio::select! {
                 _ = ctrl_c => {}
                 _ = term.recv() => {}
@@ -178,7 +260,12 @@ fn spawn_signal_handler(shutdown: Arc<watch::Sender<bool>>) {
 }
 
 /// Renews the lease at a third of its lifetime; losing it stops this process.
-fn spawn_lease_renewal(store: Store, holder: String, ttl: i64, shutdown: Arc<watch::Sender<bool>>) -> tokio::task::JoinHandle<()> {
+fn spawn_lease_renewal(
+    store: Store,
+    holder: String,
+    ttl: i64,
+    shutdown: Arc<watch::Sender<bool>>,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let period = Duration::from_secs((ttl / 3).max(1) as u64);
         loop {
@@ -186,7 +273,9 @@ fn spawn_lease_renewal(store: Store, holder: String, ttl: i64, shutdown: Arc<wat
             match store.try_lease(LEASE, &holder, ttl, Utc::now()).await {
                 Ok(true) => {}
                 Ok(false) => {
-                    tracing::error!(message = "Lost the scheduler lease to another process; stopping");
+                    tracing::error!(
+                        message = "Lost the scheduler lease to another process; stopping"
+                    );
                     let _ = shutdown.send(true);
                     return;
                 }

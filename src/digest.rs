@@ -60,7 +60,13 @@ pub fn window_ending(end: DateTime<Utc>, config: &Config) -> (NaiveDate, Window)
     let tz: Tz = config.digest.timezone;
     let end = end.with_timezone(&tz);
     let start = end - Duration::hours(config.digest.window_hours);
-    (end.date_naive(), Window { start: start.fixed_offset(), end: end.fixed_offset() })
+    (
+        end.date_naive(),
+        Window {
+            start: start.fixed_offset(),
+            end: end.fixed_offset(),
+        },
+    )
 }
 
 /// The date of the latest window that has ended at `now`.

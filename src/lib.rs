@@ -12,18 +12,17 @@
 
 pub mod classify;
 pub mod cli;
-pub mod web;
 pub mod cluster;
 pub mod config;
 pub mod daemon;
+pub mod deliver;
 pub mod demo;
 pub mod digest;
 pub mod fetch;
 pub mod locale;
+pub mod metrics;
 pub mod model;
 pub mod parse;
-pub mod deliver;
-pub mod metrics;
 pub mod pipeline;
 pub mod render;
 pub mod schedule;
@@ -32,3 +31,4 @@ pub mod store;
 pub mod subscriber;
 pub mod summarize;
 pub mod text;
+pub mod web;

@@ -88,14 +88,27 @@ pub async fn build_digest(
     let items = store.items_in_window(&names, &window).await?;
     let source_counts = digest::count_by_source(&items, config, &failed);
     let classifier = Classifier::new(&config.layers);
-    let candidates = digest::eligible(digest::candidates(items, &window, config, &classifier), config);
-    let locale = Locale::load(&config.digest.language, config.digest.templates_dir.as_deref())?;
+    let candidates = digest::eligible(
+        digest::candidates(items, &window, config, &classifier),
+        config,
+    );
+    let locale = Locale::load(
+        &config.digest.language,
+        config.digest.templates_dir.as_deref(),
+    )?;
     let summaries = summarize::summarize(&candidates, config, &locale, store).await?;
     let end = window.end;
     let digest = digest::assemble(
         &candidates,
         &summaries,
-        Assembly { date, window, config, locale: &locale, source_counts, failed_sources: failed },
+        Assembly {
+            date,
+            window,
+            config,
+            locale: &locale,
+            source_counts,
+            failed_sources: failed,
+        },
     );
     // A window that has not ended yet gives a partial digest: shown, never stored, so a
     // later request for that date builds the complete one.
@@ -109,8 +122,20 @@ pub async fn build_digest(
 
 /// Fetch and build the digest dated `date` (its configured window): what `digest --force`
 /// and `demo` run.
-pub async fn generate(config: &Config, store: &Store, date: NaiveDate, progress: Progress<'_>) -> anyhow::Result<Digest> {
-    generate_window(config, store, date, digest::window_for(date, config), progress).await
+pub async fn generate(
+    config: &Config,
+    store: &Store,
+    date: NaiveDate,
+    progress: Progress<'_>,
+) -> anyhow::Result<Digest> {
+    generate_window(
+        config,
+        store,
+        date,
+        digest::window_for(date, config),
+        progress,
+    )
+    .await
 }
 
 /// Fetch and build over an explicit window: the scheduler's run at T covers the window

@@ -65,6 +65,9 @@ pub enum Command {
         /// Generate the digest of the latest scheduled run if missing, deliver it, and exit
         #[arg(long)]
         once: bool,
+        /// With --once: the digest of this day (YYYY-MM-DD) instead of the latest run
+        #[arg(long, requires = "once")]
+        date: Option<String>,
     },
     /// Show the last and next run, deliveries of the latest digest and disabled subscribers
     Status,
@@ -107,7 +110,9 @@ pub fn load_config(path: Option<&Path>) -> Result<Config, ConfigError> {
 pub fn init_logging(format: crate::config::LogFormat, default_level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
-    let builder = tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter);
+    let builder = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter);
     let _ = match format {
         crate::config::LogFormat::Json => builder.json().try_init(),
         crate::config::LogFormat::Text => builder.try_init(),
@@ -119,10 +124,27 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Demo { .. } => None,
         _ => Some(load_config(cli.config.as_deref())?),
     };
-    let format = config.as_ref().map_or(crate::config::LogFormat::Text, |c| c.daemon.log_format);
-    init_logging(format, if matches!(cli.command, Command::Run { .. }) { "info" } else { "warn" });
+    let format = config
+        .as_ref()
+        .map_or(crate::config::LogFormat::Text, |c| c.daemon.log_format);
+    let daemon = matches!(cli.command, Command::Run { once: false, .. });
+    init_logging(format, if daemon { "info" } else { "warn" });
     match cli.command {
-        Command::Run { once } => crate::daemon::run(config.expect("loaded above"), once).await,
+        Command::Run { once, date } => {
+            let date = match date {
+                Some(d) => Some(
+                    NaiveDate::parse_from_str(&d, "%Y-%m-%d")
+                        .map_err(|_| UsageError(format!("--date {d}: expected YYYY-MM-DD")))?,
+                ),
+                None => None,
+            };
+            let mode = if once {
+                crate::daemon::Mode::Once { date }
+            } else {
+                crate::daemon::Mode::Forever
+            };
+            crate::daemon::run(config.expect("loaded above"), mode).await
+        }
         Command::Status => {
             let config = config.expect("loaded above");
             let store = Store::open(&config.storage.path).await?;

@@ -33,11 +33,15 @@ pub async fn run(config: &Config, store: &Store) -> anyhow::Result<()> {
             config.schedule.expression,
             config.schedule.timezone
         ),
-        None => println!("Next run: none (cron \"{}\" has no future run)", config.schedule.expression),
+        None => println!(
+            "Next run: none (cron \"{}\" has no future run)",
+            config.schedule.expression
+        ),
     }
     match store.lease_holder(crate::daemon::LEASE).await? {
         Some((holder, until)) if until >= now.timestamp() => {
-            let until = DateTime::from_timestamp(until, 0).map_or_else(String::new, |t| t.to_rfc3339());
+            let until =
+                DateTime::from_timestamp(until, 0).map_or_else(String::new, |t| t.to_rfc3339());
             println!("Daemon: running ({holder}, lease until {until})");
         }
         _ => println!("Daemon: not running"),

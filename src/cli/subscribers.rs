@@ -52,30 +52,63 @@ pub enum SubscribersCommand {
     Resume { subscriber: String },
 }
 
-pub async fn run(command: SubscribersCommand, config: &Config, store: &Store) -> anyhow::Result<()> {
+pub async fn run(
+    command: SubscribersCommand,
+    config: &Config,
+    store: &Store,
+) -> anyhow::Result<()> {
     match command {
-        SubscribersCommand::Add { address, layers, min_score, lang, notify_empty } => {
-            let address = Address::parse(&address).map_err(|e| UsageError(format!("ADDRESS: {e}")))?;
+        SubscribersCommand::Add {
+            address,
+            layers,
+            min_score,
+            lang,
+            notify_empty,
+        } => {
+            let address =
+                Address::parse(&address).map_err(|e| UsageError(format!("ADDRESS: {e}")))?;
             let filter = Filter {
                 layers: parse_layers(layers.as_deref().unwrap_or("all"), config)?,
                 min_score: parse_min_score(min_score)?.unwrap_or(config.digest.min_score),
             };
-            let language = parse_language(lang.as_deref())?.unwrap_or_else(|| config.digest.language.clone());
-            match store.add_subscriber(&address, &filter, &language, &Status::Active, notify_empty, Utc::now()).await? {
+            let language =
+                parse_language(lang.as_deref())?.unwrap_or_else(|| config.digest.language.clone());
+            match store
+                .add_subscriber(
+                    &address,
+                    &filter,
+                    &language,
+                    &Status::Active,
+                    notify_empty,
+                    Utc::now(),
+                )
+                .await?
+            {
                 Some(id) => println!("Added subscriber #{id} {address}"),
-                None => return Err(UsageError(format!("{address} is already subscribed; use `kdigest subscribers set` to change it")).into()),
+                None => return Err(UsageError(format!(
+                    "{address} is already subscribed; use `kdigest subscribers set` to change it"
+                ))
+                .into()),
             }
         }
         SubscribersCommand::List => {
             let all = store.subscribers().await?;
             if all.is_empty() {
-                println!("No subscribers yet; add one with `kdigest subscribers add email:alice@example.org`");
+                println!(
+                    "No subscribers yet; add one with `kdigest subscribers add email:alice@example.org`"
+                );
             }
             for s in all {
                 println!("{}", describe(&s));
             }
         }
-        SubscribersCommand::Set { subscriber, layers, min_score, lang, notify_empty } => {
+        SubscribersCommand::Set {
+            subscriber,
+            layers,
+            min_score,
+            lang,
+            notify_empty,
+        } => {
             let mut s = find(store, &subscriber).await?;
             if let Some(l) = layers {
                 s.filter.layers = parse_layers(&l, config)?;
@@ -99,12 +132,16 @@ pub async fn run(command: SubscribersCommand, config: &Config, store: &Store) ->
         }
         SubscribersCommand::Pause { subscriber } => {
             let s = find(store, &subscriber).await?;
-            store.set_subscriber_status(s.id, &Status::Paused, Utc::now()).await?;
+            store
+                .set_subscriber_status(s.id, &Status::Paused, Utc::now())
+                .await?;
             println!("Paused subscriber #{} {}", s.id, s.address);
         }
         SubscribersCommand::Resume { subscriber } => {
             let s = find(store, &subscriber).await?;
-            store.set_subscriber_status(s.id, &Status::Active, Utc::now()).await?;
+            store
+                .set_subscriber_status(s.id, &Status::Active, Utc::now())
+                .await?;
             println!("Resumed subscriber #{} {}", s.id, s.address);
         }
     }
@@ -116,25 +153,43 @@ pub fn describe(s: &Subscriber) -> String {
     let layers = if s.filter.layers.is_empty() {
         "all layers".to_string()
     } else {
-        s.filter.layers.iter().cloned().collect::<Vec<_>>().join(",")
+        s.filter
+            .layers
+            .iter()
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(",")
     };
     let status = match &s.status {
         Status::Disabled(reason) => format!("disabled: {reason}"),
         other => other.as_str().to_string(),
     };
-    let empty = if s.notify_empty { ", note on empty days" } else { "" };
-    format!("#{} {} [{}] min score {} lang {}{} — {}", s.id, s.address, layers, s.filter.min_score, s.language, empty, status)
+    let empty = if s.notify_empty {
+        ", note on empty days"
+    } else {
+        ""
+    };
+    format!(
+        "#{} {} [{}] min score {} lang {}{} — {}",
+        s.id, s.address, layers, s.filter.min_score, s.language, empty, status
+    )
 }
 
 async fn find(store: &Store, key: &str) -> anyhow::Result<Subscriber> {
     let found = match key.trim_start_matches('#').parse::<i64>() {
         Ok(id) => store.subscriber(id).await?,
         Err(_) => {
-            let address = Address::parse(key).map_err(|e| UsageError(format!("SUBSCRIBER: {e}")))?;
+            let address =
+                Address::parse(key).map_err(|e| UsageError(format!("SUBSCRIBER: {e}")))?;
             store.subscriber_by_address(&address).await?
         }
     };
-    found.ok_or_else(|| UsageError(format!("No subscriber {key}; `kdigest subscribers list` shows ids and addresses")).into())
+    found.ok_or_else(|| {
+        UsageError(format!(
+            "No subscriber {key}; `kdigest subscribers list` shows ids and addresses"
+        ))
+        .into()
+    })
 }
 
 pub fn parse_layers(raw: &str, config: &Config) -> Result<BTreeSet<String>, UsageError> {
@@ -146,7 +201,10 @@ pub fn parse_layers(raw: &str, config: &Config) -> Result<BTreeSet<String>, Usag
     let mut layers = BTreeSet::new();
     for l in raw.split(',').map(str::trim).filter(|l| !l.is_empty()) {
         if !valid.contains(&l) {
-            return Err(UsageError(format!("--layers: \"{l}\" is not a layer; valid layers: {}, or all", valid.join(", "))));
+            return Err(UsageError(format!(
+                "--layers: \"{l}\" is not a layer; valid layers: {}, or all",
+                valid.join(", ")
+            )));
         }
         layers.insert(l.to_string());
     }
@@ -154,14 +212,20 @@ pub fn parse_layers(raw: &str, config: &Config) -> Result<BTreeSet<String>, Usag
 }
 
 fn parse_min_score(raw: Option<f64>) -> Result<Option<Score>, UsageError> {
-    raw.map(|v| Score::parse_threshold(v).ok_or_else(|| UsageError(format!("--min-score {v}: use a number from 0 to 100"))))
-        .transpose()
+    raw.map(|v| {
+        Score::parse_threshold(v)
+            .ok_or_else(|| UsageError(format!("--min-score {v}: use a number from 0 to 100")))
+    })
+    .transpose()
 }
 
 fn parse_language(raw: Option<&str>) -> Result<Option<String>, UsageError> {
     match raw {
         None => Ok(None),
         Some(l) if LANGUAGES.contains(&l) => Ok(Some(l.to_string())),
-        Some(l) => Err(UsageError(format!("--lang {l}: use one of {}", LANGUAGES.join(", ")))),
+        Some(l) => Err(UsageError(format!(
+            "--lang {l}: use one of {}",
+            LANGUAGES.join(", ")
+        ))),
     }
 }

@@ -45,7 +45,11 @@ impl Engine {
     /// environment variable named by `delivery.webhook_secret_env`; without it webhooks go
     /// unsigned and a warning says so.
     pub fn new(store: Store, config: &Config, metrics: Arc<Metrics>) -> anyhow::Result<Engine> {
-        let secret = Secret::from_env(&config.delivery.webhook_secret_env, "the webhook signing key").ok();
+        let secret = Secret::from_env(
+            &config.delivery.webhook_secret_env,
+            "the webhook signing key",
+        )
+        .ok();
         if secret.is_none() {
             tracing::warn!(
                 message = "Webhook deliveries are not signed; set the signing key to sign them",
@@ -53,8 +57,14 @@ impl Engine {
             );
         }
         let mut senders = HashMap::new();
-        senders.insert(Channel::Webhook, Sender::Webhook(WebhookSender::new(config.delivery.timeout, secret)?));
-        let limits = Channel::ALL.iter().map(|c| (*c, Limits::new(&config.delivery.limits(*c)))).collect();
+        senders.insert(
+            Channel::Webhook,
+            Sender::Webhook(WebhookSender::new(config.delivery.timeout, secret)?),
+        );
+        let limits = Channel::ALL
+            .iter()
+            .map(|c| (*c, Limits::new(&config.delivery.limits(*c))))
+            .collect();
         Ok(Engine {
             store,
             delivery: config.delivery.clone(),
@@ -68,24 +78,40 @@ impl Engine {
 
     /// Channels with a sender, in a fixed order.
     pub fn channels(&self) -> Vec<Channel> {
-        Channel::ALL.into_iter().filter(|c| self.senders.contains_key(c)).collect()
+        Channel::ALL
+            .into_iter()
+            .filter(|c| self.senders.contains_key(c))
+            .collect()
     }
 
     /// Plans the digest for every active subscriber, in one transaction. Idempotent.
     pub async fn plan(&self, digest: &Digest) -> anyhow::Result<u64> {
         let subscribers = self.store.active_subscribers().await?;
-        let skipped = subscribers.iter().filter(|s| !self.senders.contains_key(&s.address.channel())).count();
+        let skipped = subscribers
+            .iter()
+            .filter(|s| !self.senders.contains_key(&s.address.channel()))
+            .count();
         if skipped > 0 {
-            tracing::warn!(message = "Subscribers on channels without a sender are skipped", skipped);
+            tracing::warn!(
+                message = "Subscribers on channels without a sender are skipped",
+                skipped
+            );
         }
         let rows = plan(digest, &subscribers, &self.channels());
-        let inserted = self.store.plan_deliveries(digest.date, &rows, Utc::now()).await?;
+        let inserted = self
+            .store
+            .plan_deliveries(digest.date, &rows, Utc::now())
+            .await?;
         tracing::info!(message = "Deliveries planned", date = %digest.date, planned = rows.len(), new = inserted);
         Ok(inserted)
     }
 
     /// Runs one worker per channel until `until`.
-    pub async fn run(self: &Arc<Self>, until: Until, shutdown: watch::Receiver<bool>) -> anyhow::Result<()> {
+    pub async fn run(
+        self: &Arc<Self>,
+        until: Until,
+        shutdown: watch::Receiver<bool>,
+    ) -> anyhow::Result<()> {
         let mut workers = JoinSet::new();
         for channel in self.channels() {
             let engine = self.clone();
@@ -98,7 +124,12 @@ impl Engine {
         Ok(())
     }
 
-    async fn run_channel(self: Arc<Self>, channel: Channel, until: Until, mut shutdown: watch::Receiver<bool>) -> anyhow::Result<()> {
+    async fn run_channel(
+        self: Arc<Self>,
+        channel: Channel,
+        until: Until,
+        mut shutdown: watch::Receiver<bool>,
+    ) -> anyhow::Result<()> {
         let concurrency = self.delivery.limits(channel).concurrency;
         let slots = Arc::new(Semaphore::new(concurrency));
         let mut in_flight = JoinSet::new();
@@ -113,14 +144,23 @@ impl Engine {
                 continue;
             }
             // Claim only what can start now: a claimed row is one in flight.
-            let batch = self.store.claim_due(channel, Utc::now(), free as i64).await?;
+            let batch = self
+                .store
+                .claim_due(channel, Utc::now(), free as i64)
+                .await?;
             if batch.is_empty() {
                 if !in_flight.is_empty() {
                     in_flight.join_next().await;
                     continue;
                 }
                 let next_due = self.store.next_due(channel).await?;
-                let wait = next_due.map(|t| Duration::from_secs(u64::try_from(t - Utc::now().timestamp()).unwrap_or(0).max(1)));
+                let wait = next_due.map(|t| {
+                    Duration::from_secs(
+                        u64::try_from(t - Utc::now().timestamp())
+                            .unwrap_or(0)
+                            .max(1),
+                    )
+                });
                 let wait = match (until, wait) {
                     (Until::Idle { max_wait }, Some(w)) if w <= max_wait => w,
                     (Until::Idle { .. }, _) => break,
@@ -134,7 +174,11 @@ impl Engine {
                 continue;
             }
             for claimed in batch {
-                let permit = slots.clone().acquire_owned().await.expect("semaphore is never closed");
+                let permit = slots
+                    .clone()
+                    .acquire_owned()
+                    .await
+                    .expect("semaphore is never closed");
                 let engine = self.clone();
                 in_flight.spawn(async move {
                     engine.deliver(claimed, channel).await;
@@ -151,9 +195,14 @@ impl Engine {
         if let Some(d) = self.digests.lock().expect("digest cache lock").get(&date) {
             return Ok(Some(d.clone()));
         }
-        let Some(d) = self.store.load_digest(date).await? else { return Ok(None) };
+        let Some(d) = self.store.load_digest(date).await? else {
+            return Ok(None);
+        };
         let d = Arc::new(d);
-        self.digests.lock().expect("digest cache lock").insert(date, d.clone());
+        self.digests
+            .lock()
+            .expect("digest cache lock")
+            .insert(date, d.clone());
         Ok(Some(d))
     }
 
@@ -173,26 +222,42 @@ impl Engine {
                 let reason = format!("Subscriber is {} now", s.status.as_str());
                 return self.store.mark_failed(&c.id, c.attempts, &reason).await;
             }
-            None => return self.store.mark_failed(&c.id, c.attempts, "Subscriber was removed").await,
+            None => {
+                return self
+                    .store
+                    .mark_failed(&c.id, c.attempts, "Subscriber was removed")
+                    .await;
+            }
         };
         let Some(digest) = self.digest(c.digest_date).await? else {
-            return self.store.mark_failed(&c.id, c.attempts, "The digest is not stored").await;
+            return self
+                .store
+                .mark_failed(&c.id, c.attempts, "The digest is not stored")
+                .await;
         };
-        let messages = self.cache.messages(&digest, &subscriber.filter, &subscriber.language, channel)?;
+        let messages =
+            self.cache
+                .messages(&digest, &subscriber.filter, &subscriber.language, channel)?;
         let sender = &self.senders[&channel];
         let limits = &self.limits[&channel];
         let destination = subscriber.address.destination_key();
         let mut part = c.parts_sent as usize;
         while part < messages.len() {
             limits.wait(&destination).await;
-            match sender.send(&subscriber.address, &messages[part], &c.id).await {
+            match sender
+                .send(&subscriber.address, &messages[part], &c.id)
+                .await
+            {
                 Ok(()) => {
                     part += 1;
                     if part < messages.len() {
                         self.store.mark_part_sent(&c.id, part as u32).await?;
                     }
                 }
-                Err(SendError::Transient { reason, retry_after }) => {
+                Err(SendError::Transient {
+                    reason,
+                    retry_after,
+                }) => {
                     if let Some(wait) = retry_after {
                         limits.pause(&destination, wait);
                     }
@@ -201,7 +266,9 @@ impl Engine {
                         tracing::warn!(message = "Delivery failed after the last attempt", subscriber = %subscriber.address, attempts, error = %reason);
                         return self.store.mark_failed(&c.id, attempts, &reason).await;
                     }
-                    let wait = retry_after.unwrap_or_default().max(self.backoff(&c.id, attempts));
+                    let wait = retry_after
+                        .unwrap_or_default()
+                        .max(self.backoff(&c.id, attempts));
                     let next = Utc::now() + chrono::Duration::from_std(wait).unwrap_or_default();
                     self.metrics.delivery(channel.as_str(), "retry");
                     tracing::info!(message = "Delivery will be retried", subscriber = %subscriber.address, attempts, wait_secs = wait.as_secs(), error = %reason);
@@ -211,7 +278,13 @@ impl Engine {
                     self.metrics.delivery(channel.as_str(), "failed");
                     tracing::warn!(message = "Subscriber disabled after a permanent delivery failure", subscriber = %subscriber.address, error = %reason);
                     self.store.mark_failed(&c.id, attempts, &reason).await?;
-                    self.store.set_subscriber_status(subscriber.id, &Status::Disabled(reason.clone()), Utc::now()).await?;
+                    self.store
+                        .set_subscriber_status(
+                            subscriber.id,
+                            &Status::Disabled(reason.clone()),
+                            Utc::now(),
+                        )
+                        .await?;
                     return self.store.fail_pending_for(subscriber.id, &reason).await;
                 }
             }
@@ -223,7 +296,10 @@ impl Engine {
     /// Exponential backoff with jitter: base × 2^(attempt-1), capped, times a factor in
     /// [0.5, 1) derived from the delivery id so retries of many rows do not align.
     fn backoff(&self, id: &str, attempt: u32) -> Duration {
-        let exp = self.delivery.backoff_base.saturating_mul(2u32.saturating_pow(attempt.saturating_sub(1).min(20)));
+        let exp = self
+            .delivery
+            .backoff_base
+            .saturating_mul(2u32.saturating_pow(attempt.saturating_sub(1).min(20)));
         let capped = exp.min(self.delivery.backoff_max);
         let hash = Sha256::digest(format!("{id}/{attempt}").as_bytes());
         let jitter = 0.5 + f64::from(hash[0]) / 512.0;

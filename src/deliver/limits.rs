@@ -21,7 +21,9 @@ pub struct Limits {
 /// requests per second never sees a burst above the rate.
 fn quota(per_sec: f64) -> Quota {
     let period = Duration::from_secs_f64(1.0 / per_sec.max(0.001));
-    Quota::with_period(period).expect("period is positive").allow_burst(NonZeroU32::MIN)
+    Quota::with_period(period)
+        .expect("period is positive")
+        .allow_burst(NonZeroU32::MIN)
 }
 
 impl Limits {
@@ -35,11 +37,18 @@ impl Limits {
 
     /// Waits until this destination may receive the next message.
     pub async fn wait(&self, destination: &str) {
-        let paused_until = self.paused.lock().expect("pause map lock").get(destination).copied();
+        let paused_until = self
+            .paused
+            .lock()
+            .expect("pause map lock")
+            .get(destination)
+            .copied();
         if let Some(until) = paused_until {
             tokio::time::sleep_until(until).await;
         }
-        self.destination.until_key_ready(&destination.to_string()).await;
+        self.destination
+            .until_key_ready(&destination.to_string())
+            .await;
         self.channel.until_ready().await;
     }
 

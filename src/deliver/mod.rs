@@ -27,7 +27,10 @@ use crate::subscriber::{Address, Channel, Subscriber};
 pub enum SendError {
     /// Worth retrying: timeouts, 5xx, 429 (with the wait the server asked for).
     #[error("{reason}")]
-    Transient { reason: String, retry_after: Option<Duration> },
+    Transient {
+        reason: String,
+        retry_after: Option<Duration>,
+    },
     /// Never retried; the subscriber is disabled with this reason (blocked, deleted, 404/410).
     #[error("{reason}")]
     Permanent { reason: String },
@@ -46,11 +49,19 @@ impl Sender {
     }
 
     /// Sends one rendered message to one address.
-    pub async fn send(&self, address: &Address, message: &str, delivery_id: &str) -> Result<(), SendError> {
+    pub async fn send(
+        &self,
+        address: &Address,
+        message: &str,
+        delivery_id: &str,
+    ) -> Result<(), SendError> {
         match (self, address) {
             (Sender::Webhook(s), Address::Webhook(url)) => s.send(url, message, delivery_id).await,
             (_, other) => Err(SendError::Permanent {
-                reason: format!("Address {other} does not belong to the {} channel", self.channel().as_str()),
+                reason: format!(
+                    "Address {other} does not belong to the {} channel",
+                    self.channel().as_str()
+                ),
             }),
         }
     }
@@ -64,13 +75,20 @@ pub fn delivery_id(date: NaiveDate, subscriber_id: i64) -> String {
 
 /// One row per subscriber whose channel can be sent to and whose filtered digest is not
 /// empty (or who asked for a note on empty days). Pure.
-pub fn plan(digest: &Digest, subscribers: &[Subscriber], channels: &[Channel]) -> Vec<PlannedDelivery> {
+pub fn plan(
+    digest: &Digest,
+    subscribers: &[Subscriber],
+    channels: &[Channel],
+) -> Vec<PlannedDelivery> {
     let mut matches: HashMap<&Filter, bool> = HashMap::new();
     subscribers
         .iter()
         .filter(|s| channels.contains(&s.address.channel()))
         .filter(|s| {
-            s.notify_empty || *matches.entry(&s.filter).or_insert_with(|| digest.events().any(|e| s.filter.accepts(e)))
+            s.notify_empty
+                || *matches
+                    .entry(&s.filter)
+                    .or_insert_with(|| digest.events().any(|e| s.filter.accepts(e)))
         })
         .map(|s| PlannedDelivery {
             id: delivery_id(digest.date, s.id),
@@ -81,7 +99,11 @@ pub fn plan(digest: &Digest, subscribers: &[Subscriber], channels: &[Channel]) -
 }
 
 /// The messages of one channel for a filtered digest, in sending order.
-pub fn render_messages(digest: &Digest, channel: Channel, renderer: &Renderer) -> anyhow::Result<Vec<String>> {
+pub fn render_messages(
+    digest: &Digest,
+    channel: Channel,
+    renderer: &Renderer,
+) -> anyhow::Result<Vec<String>> {
     Ok(match channel {
         Channel::Webhook => renderer.render(digest, Format::Json)?,
         Channel::Telegram => renderer.render(digest, Format::Telegram)?,
@@ -107,10 +129,19 @@ pub struct RenderCache {
 
 impl RenderCache {
     pub fn new(templates_dir: Option<std::path::PathBuf>) -> RenderCache {
-        RenderCache { templates_dir, ..RenderCache::default() }
+        RenderCache {
+            templates_dir,
+            ..RenderCache::default()
+        }
     }
 
-    pub fn messages(&self, d: &Digest, filter: &Filter, language: &str, channel: Channel) -> anyhow::Result<Arc<Vec<String>>> {
+    pub fn messages(
+        &self,
+        d: &Digest,
+        filter: &Filter,
+        language: &str,
+        channel: Channel,
+    ) -> anyhow::Result<Arc<Vec<String>>> {
         let key = (d.date, filter.clone(), language.to_string(), channel);
         if let Some(hit) = self.renders.lock().expect("render cache lock").get(&key) {
             return Ok(hit.clone());
@@ -120,7 +151,10 @@ impl RenderCache {
         localized.language = language.to_string();
         let filtered = digest::filter(&localized, filter, renderer.locale());
         let messages = Arc::new(render_messages(&filtered, channel, &renderer)?);
-        self.renders.lock().expect("render cache lock").insert(key, messages.clone());
+        self.renders
+            .lock()
+            .expect("render cache lock")
+            .insert(key, messages.clone());
         Ok(messages)
     }
 

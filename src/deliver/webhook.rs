@@ -23,7 +23,8 @@ pub struct WebhookSender {
 /// `sha256=<hex of HMAC-SHA256(secret, "<timestamp>.<body>")>`: the timestamp is signed too,
 /// so a receiver can refuse replays.
 pub fn signature(secret: &Secret, timestamp: i64, body: &str) -> String {
-    let mut mac = Hmac::<Sha256>::new_from_slice(secret.expose().as_bytes()).expect("HMAC takes any key length");
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret.expose().as_bytes())
+        .expect("HMAC takes any key length");
     mac.update(timestamp.to_string().as_bytes());
     mac.update(b".");
     mac.update(body.as_bytes());
@@ -41,7 +42,12 @@ impl WebhookSender {
         Ok(WebhookSender { client, secret })
     }
 
-    pub async fn send(&self, url: &url::Url, body: &str, delivery_id: &str) -> Result<(), SendError> {
+    pub async fn send(
+        &self,
+        url: &url::Url,
+        body: &str,
+        delivery_id: &str,
+    ) -> Result<(), SendError> {
         let timestamp = chrono::Utc::now().timestamp();
         let mut request = self
             .client
@@ -56,7 +62,11 @@ impl WebhookSender {
         let response = match request.send().await {
             Ok(r) => r,
             Err(e) => {
-                let kind = if e.is_timeout() { "timed out" } else { "failed" };
+                let kind = if e.is_timeout() {
+                    "timed out"
+                } else {
+                    "failed"
+                };
                 return Err(SendError::Transient {
                     reason: format!("Webhook request {kind}: {}", e.without_url()),
                     retry_after: None,
@@ -69,11 +79,21 @@ impl WebhookSender {
         }
         let retry_after = crate::fetch::retry_after(response.headers());
         let code = status.as_u16();
-        let reason = format!("Webhook answered HTTP {code} {}", status.canonical_reason().unwrap_or(""));
+        let reason = format!(
+            "Webhook answered HTTP {code} {}",
+            status.canonical_reason().unwrap_or("")
+        );
         match code {
-            408 | 425 | 429 | 500..=599 => Err(SendError::Transient { reason, retry_after }),
-            404 | 410 => Err(SendError::Permanent { reason: format!("{reason}: the webhook no longer exists") }),
-            _ => Err(SendError::Permanent { reason: format!("{reason}: the receiver refuses our requests") }),
+            408 | 425 | 429 | 500..=599 => Err(SendError::Transient {
+                reason,
+                retry_after,
+            }),
+            404 | 410 => Err(SendError::Permanent {
+                reason: format!("{reason}: the webhook no longer exists"),
+            }),
+            _ => Err(SendError::Permanent {
+                reason: format!("{reason}: the receiver refuses our requests"),
+            }),
         }
     }
 }
@@ -86,6 +106,9 @@ mod tests {
     fn signature_matches_a_known_hmac() {
         // HMAC-SHA256("key", "1.{}") computed independently (Python hmac module).
         let s = signature(&Secret::new("key"), 1, "{}");
-        assert_eq!(s, "sha256=1ba6b8171186efc613e8bcc0cbdab2748f24984d7c5a84faa2637afa0e40d224");
+        assert_eq!(
+            s,
+            "sha256=1ba6b8171186efc613e8bcc0cbdab2748f24984d7c5a84faa2637afa0e40d224"
+        );
     }
 }

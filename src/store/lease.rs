@@ -38,6 +38,27 @@ impl Store {
         Ok(row.map(|r| (r.get(0), r.get(1))))
     }
 
+    /// Takes over a lease from a holder known to be dead (same host, process gone).
+    pub async fn take_over_lease(
+        &self,
+        name: &str,
+        dead_holder: &str,
+        holder: &str,
+        ttl_secs: i64,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<bool> {
+        let result = sqlx::query(
+            "UPDATE leases SET holder = $1, expires_at = $2 WHERE name = $3 AND holder = $4",
+        )
+        .bind(holder)
+        .bind(now.timestamp() + ttl_secs)
+        .bind(name)
+        .bind(dead_holder)
+        .execute(&self.pool)
+        .await?;
+        Ok(result.rows_affected() == 1)
+    }
+
     pub async fn release_lease(&self, name: &str, holder: &str) -> anyhow::Result<()> {
         sqlx::query("DELETE FROM leases WHERE name = $1 AND holder = $2")
             .bind(name)

@@ -17,7 +17,10 @@ pub fn router(metrics: Arc<Metrics>) -> Router {
         .route(
             "/metrics",
             get(|State(m): State<Arc<Metrics>>| async move {
-                ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], m.render(chrono::Utc::now().timestamp()))
+                (
+                    [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+                    m.render(chrono::Utc::now().timestamp()),
+                )
                     .into_response()
             }),
         )
@@ -30,5 +33,7 @@ pub async fn serve(
     metrics: Arc<Metrics>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(metrics)).with_graceful_shutdown(shutdown).await
+    axum::serve(listener, router(metrics))
+        .with_graceful_shutdown(shutdown)
+        .await
 }

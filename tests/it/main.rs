@@ -1,6 +1,7 @@
 //! One integration-test binary: real HTTP (reqwest) against loopback servers, real SQLite.
 
 mod cli;
+mod delivery;
 mod faults;
 mod fixture_day;
 mod helpers;

@@ -1,0 +1,592 @@
+//! Subscribers, planning and the delivery engine against a loopback webhook receiver; the
+//! binary's `run --once` under kill -9 and under a second concurrent process.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path as UrlPath, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use chrono::Utc;
+use kdigest::deliver::engine::{Engine, Until};
+use kdigest::metrics::Metrics;
+use kdigest::model::{Filter, Score};
+use kdigest::pipeline;
+use kdigest::store::Store;
+use kdigest::subscriber::{Address, Status};
+
+use crate::helpers::{fixture_config, open_store, repo_root, spawn_feed_server};
+
+#[derive(Clone, Debug)]
+struct Received {
+    path: String,
+    delivery: String,
+    signature: Option<String>,
+    timestamp: String,
+    body: String,
+    at: Instant,
+}
+
+#[derive(Default)]
+struct Receiver {
+    log: Mutex<Vec<Received>>,
+    hits: Mutex<BTreeMap<String, usize>>,
+    /// Delay (ms) before answering, for every request.
+    delay_ms: Mutex<u64>,
+    /// After this many requests, report on `tripped` and hold the answer for 5 s.
+    trip_after: Mutex<Option<usize>>,
+    tripped: Mutex<Option<tokio::sync::oneshot::Sender<()>>>,
+}
+
+async fn hook(
+    State(r): State<Arc<Receiver>>,
+    UrlPath(path): UrlPath<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let n = {
+        let mut hits = r.hits.lock().unwrap();
+        let n = hits.entry(path.clone()).or_default();
+        *n += 1;
+        *n
+    };
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    let total = {
+        let mut log = r.log.lock().unwrap();
+        log.push(Received {
+            path: path.clone(),
+            delivery: header("x-kdigest-delivery").unwrap_or_default(),
+            signature: header("x-kdigest-signature"),
+            timestamp: header("x-kdigest-timestamp").unwrap_or_default(),
+            body: String::from_utf8_lossy(&body).into_owned(),
+            at: Instant::now(),
+        });
+        log.len()
+    };
+    if *r.trip_after.lock().unwrap() == Some(total) {
+        if let Some(tx) = r.tripped.lock().unwrap().take() {
+            let _ = tx.send(());
+        }
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    }
+    let delay = *r.delay_ms.lock().unwrap();
+    if delay > 0 {
+        tokio::time::sleep(Duration::from_millis(delay)).await;
+    }
+    match path.as_str() {
+        "gone" => StatusCode::GONE.into_response(),
+        "limited" if n == 1 => {
+            (StatusCode::TOO_MANY_REQUESTS, [(header::RETRY_AFTER, "1")]).into_response()
+        }
+        "flaky" if n == 1 => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+        "slow" => {
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            StatusCode::OK.into_response()
+        }
+        _ => StatusCode::NO_CONTENT.into_response(),
+    }
+}
+
+async fn spawn_receiver() -> (String, Arc<Receiver>) {
+    let receiver = Arc::new(Receiver::default());
+    let app = Router::new()
+        .route("/hook/{path}", post(hook))
+        .with_state(receiver.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (base, receiver)
+}
+
+async fn add(store: &Store, address: &str, layers: &[&str], min_score: f64) -> i64 {
+    let filter = Filter {
+        layers: layers.iter().map(|s| s.to_string()).collect(),
+        min_score: Score::from_f64(min_score),
+    };
+    store
+        .add_subscriber(
+            &Address::parse(address).unwrap(),
+            &filter,
+            "en",
+            &Status::Active,
+            false,
+            Utc::now(),
+        )
+        .await
+        .unwrap()
+        .unwrap()
+}
+
+const DELIVERY_TOML: &str = "[delivery]\nmax_attempts = 3\nbackoff_base_secs = 0.2\nbackoff_max_secs = 1.0\ntimeout_secs = 1.0\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhook_deliveries_are_signed_filtered_retried_and_disabled_per_subscriber() {
+    let feeds = spawn_feed_server().await;
+    let (hooks, receiver) = spawn_receiver().await;
+    let dir = tempfile::tempdir().unwrap();
+    let secret_env = "KDIGEST_TEST_WEBHOOK_SECRET_ENGINE";
+    unsafe { std::env::set_var(secret_env, "s3cret") };
+    let extra = format!("{DELIVERY_TOML}webhook_secret_env = \"{secret_env}\"\n");
+    let config = fixture_config(&format!("{}/feeds", feeds.base), dir.path(), &extra);
+    let store = open_store(&config).await;
+    let digest = pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
+        .await
+        .unwrap();
+
+    let all = add(&store, &format!("webhook:{hooks}/all"), &[], 0.0).await;
+    let runtime = add(
+        &store,
+        &format!("webhook:{hooks}/runtime"),
+        &["runtime"],
+        70.0,
+    )
+    .await;
+    let nothing = add(&store, &format!("webhook:{hooks}/nothing"), &[], 100.0).await;
+    let gone = add(&store, &format!("webhook:{hooks}/gone"), &[], 0.0).await;
+    let limited = add(&store, &format!("webhook:{hooks}/limited"), &[], 0.0).await;
+    let flaky = add(&store, &format!("webhook:{hooks}/flaky"), &[], 0.0).await;
+    let slow = add(&store, &format!("webhook:{hooks}/slow"), &[], 0.0).await;
+    // A second subscriber sharing the "all" filter: rendered once, sent twice.
+    let all2 = add(&store, &format!("webhook:{hooks}/all2"), &[], 0.0).await;
+    add(&store, "telegram:12345", &[], 0.0).await; // no Telegram sender yet: skipped, not lost
+
+    let engine =
+        Arc::new(Engine::new(store.clone(), &config, Arc::new(Metrics::default())).unwrap());
+    let planned = engine.plan(&digest).await.unwrap();
+    assert_eq!(
+        planned, 7,
+        "every webhook subscriber except the one whose filter matches nothing"
+    );
+    assert_eq!(
+        engine.plan(&digest).await.unwrap(),
+        0,
+        "planning twice adds nothing"
+    );
+    let (_tx, rx) = tokio::sync::watch::channel(false);
+    engine
+        .run(
+            Until::Idle {
+                max_wait: Duration::from_secs(10),
+            },
+            rx,
+        )
+        .await
+        .unwrap();
+
+    let log = receiver.log.lock().unwrap().clone();
+    let got = |p: &str| log.iter().filter(|r| r.path == p).count();
+    assert_eq!(got("all"), 1);
+    assert_eq!(got("all2"), 1);
+    assert_eq!(got("runtime"), 1);
+    assert_eq!(got("nothing"), 0);
+    assert_eq!(got("gone"), 1, "a 410 is never retried");
+    assert_eq!(got("limited"), 2, "429 then success after Retry-After");
+    assert_eq!(got("flaky"), 2, "500 then success");
+    assert_eq!(got("slow"), 3, "timeouts retried up to max_attempts");
+    assert_eq!(
+        engine.distinct_renders(),
+        2,
+        "two distinct filters were sent, one render each"
+    );
+
+    // Filtered JSON, signed with HMAC-SHA256 over "timestamp.body".
+    let runtime_body = log.iter().find(|r| r.path == "runtime").unwrap();
+    let v: serde_json::Value = serde_json::from_str(&runtime_body.body).unwrap();
+    let events: Vec<&serde_json::Value> = ["key_changes", "papers", "other_updates"]
+        .iter()
+        .flat_map(|k| v[k].as_array().unwrap().iter())
+        .collect();
+    assert!(!events.is_empty());
+    assert!(events.iter().all(|e| {
+        e["layers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l == "runtime")
+    }));
+    assert!(events.iter().all(|e| e["score"].as_f64().unwrap() >= 70.0));
+    let expected = kdigest::deliver::webhook::signature(
+        &kdigest::config::Secret::new("s3cret"),
+        runtime_body.timestamp.parse().unwrap(),
+        &runtime_body.body,
+    );
+    assert_eq!(runtime_body.signature.as_deref(), Some(expected.as_str()));
+    assert_eq!(
+        runtime_body.delivery,
+        kdigest::deliver::delivery_id(digest.date, runtime)
+    );
+
+    // The 429 paused only its own destination: the healthy ones were all served before its retry.
+    let retry_at = log
+        .iter()
+        .filter(|r| r.path == "limited")
+        .nth(1)
+        .unwrap()
+        .at;
+    assert!(
+        log.iter()
+            .filter(|r| r.path == "all" || r.path == "all2")
+            .all(|r| r.at < retry_at)
+    );
+
+    let status = |id| {
+        let store = store.clone();
+        async move { store.subscriber(id).await.unwrap().unwrap().status }
+    };
+    match status(gone).await {
+        Status::Disabled(reason) => assert!(reason.contains("410"), "{reason}"),
+        other => panic!("gone should be disabled, is {other:?}"),
+    }
+    for id in [all, all2, runtime, nothing, limited, flaky, slow] {
+        assert_eq!(status(id).await, Status::Active, "subscriber {id}");
+    }
+    let counts = store.delivery_counts(digest.date).await.unwrap();
+    assert_eq!(
+        (counts.sent, counts.failed, counts.pending, counts.sending),
+        (5, 2, 0, 0)
+    );
+}
+
+fn kdigest(config: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_kdigest"));
+    c.arg("--config")
+        .arg(config)
+        .args(args)
+        .env_remove("KDIGEST_CONFIG")
+        .env("RUST_LOG", "warn");
+    c
+}
+
+/// A config with the bundled feeds read from disk and one sequential webhook worker.
+fn binary_config(dir: &Path) -> std::path::PathBuf {
+    let feeds = repo_root().join("examples/feeds");
+    let text = kdigest::demo::DEMO_CONFIG.replace("{base}", &format!("file://{}", feeds.display()));
+    let path = dir.join("config.toml");
+    let delivery = "[delivery]\ntimeout_secs = 10.0\n[delivery.webhook]\nper_sec = 500.0\nper_destination_per_sec = 500.0\nconcurrency = 1\n";
+    std::fs::write(
+        &path,
+        format!("{text}\n[storage]\npath = \"kdigest.sqlite\"\n{delivery}"),
+    )
+    .unwrap();
+    path
+}
+
+fn add_via_cli(config: &Path, hooks: &str, n: usize) {
+    for i in 0..n {
+        let out = kdigest(
+            config,
+            &["subscribers", "add", &format!("webhook:{hooks}/s{i:02}")],
+        )
+        .output()
+        .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_during_fan_out_never_sends_a_second_copy() {
+    let (hooks, receiver) = spawn_receiver().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = binary_config(dir.path());
+    add_via_cli(&config, &hooks, 30);
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    *receiver.trip_after.lock().unwrap() = Some(12);
+    *receiver.tripped.lock().unwrap() = Some(tx);
+
+    let mut first = kdigest(&config, &["run", "--once", "--date", "2026-10-28"])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(60), rx)
+        .await
+        .expect("12 deliveries within 60 s")
+        .unwrap();
+    first.kill().unwrap(); // SIGKILL while the 12th request is in flight
+    first.wait().unwrap();
+    assert_eq!(receiver.log.lock().unwrap().len(), 12);
+
+    let second = kdigest(&config, &["run", "--once", "--date", "2026-10-28"])
+        .output()
+        .unwrap();
+    assert!(
+        second.status.success(),
+        "{}",
+        String::from_utf8_lossy(&second.stderr)
+    );
+
+    let hits = receiver.hits.lock().unwrap().clone();
+    assert_eq!(hits.len(), 30, "every subscriber got the digest");
+    let duplicates: usize = hits.values().map(|n| n - 1).sum();
+    assert!(
+        duplicates <= 1,
+        "at most the one message in flight is repeated: {hits:?}"
+    );
+    // A repeated message carries the same delivery id, so a receiver can drop it.
+    let log = receiver.log.lock().unwrap().clone();
+    for (path, n) in hits.iter().filter(|(_, n)| **n > 1) {
+        let ids: Vec<&str> = log
+            .iter()
+            .filter(|r| &r.path == path)
+            .map(|r| r.delivery.as_str())
+            .collect();
+        assert!(ids.windows(2).all(|w| w[0] == w[1]), "{path} x{n}: {ids:?}");
+    }
+    let status = kdigest(&config, &["status"]).output().unwrap();
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        text.contains("Deliveries for 2026-10-28: 0 pending, 0 sending, 30 sent, 0 failed"),
+        "{text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_run_once_exits_with_a_clear_message_and_nothing_is_doubled() {
+    let (hooks, receiver) = spawn_receiver().await;
+    *receiver.delay_ms.lock().unwrap() = 200;
+    let dir = tempfile::tempdir().unwrap();
+    let config = binary_config(dir.path());
+    add_via_cli(&config, &hooks, 8);
+    let first = kdigest(&config, &["run", "--once", "--date", "2026-10-28"])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while receiver.log.lock().unwrap().is_empty() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "first run delivered nothing"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let second = kdigest(&config, &["run", "--once", "--date", "2026-10-28"])
+        .output()
+        .unwrap();
+    assert_eq!(second.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        err.contains("Another kdigest run") && err.contains("only one process"),
+        "{err}"
+    );
+    let first = first.wait_with_output().unwrap();
+    assert!(first.status.success());
+    let hits = receiver.hits.lock().unwrap().clone();
+    assert_eq!(hits.len(), 8);
+    assert!(hits.values().all(|n| *n == 1), "{hits:?}");
+}
+
+#[test]
+fn subscribers_cli_validates_and_manages_subscribers() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = binary_config(dir.path());
+    let run = |args: &[&str]| kdigest(&config, args).output().unwrap();
+    let text = |o: &std::process::Output| {
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    };
+
+    let bad_layer = run(&[
+        "subscribers",
+        "add",
+        "email:alice@example.org",
+        "--layers",
+        "runtime,gpu",
+    ]);
+    assert_eq!(bad_layer.status.code(), Some(2));
+    assert!(text(&bad_layer).contains("\"gpu\" is not a layer; valid layers: frontend, optimization, kernel_codegen, hardware_backend, runtime, benchmark"));
+    let bad_score = run(&[
+        "subscribers",
+        "add",
+        "email:alice@example.org",
+        "--min-score",
+        "120",
+    ]);
+    assert_eq!(bad_score.status.code(), Some(2));
+    assert!(text(&bad_score).contains("--min-score 120: use a number from 0 to 100"));
+    let bad_address = run(&["subscribers", "add", "alice@example.org"]);
+    assert_eq!(bad_address.status.code(), Some(2));
+    assert!(text(&bad_address).contains("email:<address>"));
+
+    let ok = run(&[
+        "subscribers",
+        "add",
+        "email:alice@example.org",
+        "--layers",
+        "runtime,benchmark",
+        "--min-score",
+        "70",
+    ]);
+    assert!(ok.status.success(), "{}", text(&ok));
+    let dup = run(&["subscribers", "add", "email:alice@example.org"]);
+    assert_eq!(dup.status.code(), Some(2));
+    let hook = run(&[
+        "subscribers",
+        "add",
+        "webhook:https://hooks.example.org/services/T0/B0/very-secret",
+        "--lang",
+        "en",
+    ]);
+    assert!(hook.status.success());
+    let list = text(&run(&["subscribers", "list"]));
+    assert!(
+        list.contains(
+            "#1 email:alice@example.org [benchmark,runtime] min score 70.0 lang zh-CN — active"
+        ),
+        "{list}"
+    );
+    assert!(
+        list.contains("#2 webhook:https://hooks.example.org/… [all layers]"),
+        "{list}"
+    );
+    assert!(
+        !list.contains("very-secret"),
+        "webhook credentials never printed"
+    );
+
+    assert!(
+        run(&[
+            "subscribers",
+            "set",
+            "1",
+            "--layers",
+            "all",
+            "--min-score",
+            "50"
+        ])
+        .status
+        .success()
+    );
+    assert!(
+        run(&["subscribers", "pause", "email:alice@example.org"])
+            .status
+            .success()
+    );
+    let list = text(&run(&["subscribers", "list"]));
+    assert!(
+        list.contains("#1 email:alice@example.org [all layers] min score 50.0 lang zh-CN — paused"),
+        "{list}"
+    );
+    assert!(run(&["subscribers", "resume", "1"]).status.success());
+    assert!(run(&["subscribers", "remove", "2"]).status.success());
+    let missing = run(&["subscribers", "remove", "2"]);
+    assert_eq!(missing.status.code(), Some(2));
+    assert_eq!(text(&run(&["subscribers", "list"])).lines().count(), 1);
+}
+
+#[test]
+fn bad_schedule_exits_2_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.toml");
+    std::fs::write(
+        &path,
+        "[schedule]\ncron = \"0 8 * *\"\ntimezone = \"Mars/Base\"\n",
+    )
+    .unwrap();
+    let out = kdigest(&path, &["check-config"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("schedule.cron: \"0 8 * *\" has 4 fields"),
+        "{err}"
+    );
+    assert!(
+        err.contains("schedule.timezone: \"Mars/Base\" is not an IANA time zone"),
+        "{err}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_serves_health_and_metrics_and_stops_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = binary_config(dir.path());
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str(&format!(
+        "[daemon]\nlisten = \"127.0.0.1:{port}\"\nlog_format = \"json\"\n"
+    ));
+    std::fs::write(&config, text).unwrap();
+    let child = kdigest(&config, &["run"])
+        .env("RUST_LOG", "info")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let client = reqwest::Client::new();
+    let started = Instant::now();
+    let health = loop {
+        match client
+            .get(format!("http://127.0.0.1:{port}/healthz"))
+            .send()
+            .await
+        {
+            Ok(r) => break r,
+            Err(_) if started.elapsed() < Duration::from_secs(30) => {
+                tokio::time::sleep(Duration::from_millis(100)).await
+            }
+            Err(e) => panic!("daemon did not come up: {e}"),
+        }
+    };
+    assert_eq!(health.text().await.unwrap(), "ok\n");
+    // Catch-up generated the missed run's digest.
+    let metrics = loop {
+        let m = client
+            .get(format!("http://127.0.0.1:{port}/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        if m.contains("kdigest_digests_generated_total 1")
+            || started.elapsed() > Duration::from_secs(30)
+        {
+            break m;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(
+        metrics.contains("kdigest_digests_generated_total 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("kdigest_fetch_failures_total{source=\"Example Compiler Weekly\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("kdigest_seconds_since_last_success"),
+        "{metrics}"
+    );
+    let kill = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "graceful exit on SIGTERM");
+    let logs = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        logs.lines()
+            .any(|l| l.starts_with('{') && l.contains("Shutdown signal received")),
+        "JSON logs: {logs}"
+    );
+}
