@@ -20,6 +20,7 @@ mod outbox;
 mod subscribers;
 
 pub use outbox::{Claimed, DeliveryCounts, PlannedDelivery};
+pub use subscribers::NewSubscriber;
 
 #[derive(Clone)]
 pub struct Store {

@@ -21,24 +21,31 @@ impl Store {
         notify_empty: bool,
         now: DateTime<Utc>,
     ) -> anyhow::Result<Option<i64>> {
-        let now = now.to_rfc3339();
-        let result = sqlx::query(
-            "INSERT INTO subscribers (address, channel, layers, min_score, language, status, status_reason, notify_empty, created_at, updated_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)
-             ON CONFLICT (address) DO NOTHING",
-        )
-        .bind(address.to_stored())
-        .bind(address.channel().as_str())
-        .bind(serde_json::to_string(&filter.layers)?)
-        .bind(i64::from(filter.min_score.tenths()))
-        .bind(language)
-        .bind(status.as_str())
-        .bind(reason(status))
-        .bind(notify_empty)
-        .bind(&now)
-        .execute(&self.pool)
-        .await?;
-        Ok((result.rows_affected() == 1).then(|| result.last_insert_rowid()))
+        let new = NewSubscriber {
+            address,
+            filter,
+            language,
+            status,
+            notify_empty,
+        };
+        let mut conn = self.pool.acquire().await?;
+        insert_subscriber(&mut conn, &new, now).await
+    }
+
+    /// Adds many subscribers in one transaction (imports, benchmarks); returns how many
+    /// were new.
+    pub async fn add_subscribers(
+        &self,
+        subscribers: &[NewSubscriber<'_>],
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<usize> {
+        let mut tx = self.pool.begin().await?;
+        let mut added = 0;
+        for s in subscribers {
+            added += usize::from(insert_subscriber(&mut tx, s, now).await?.is_some());
+        }
+        tx.commit().await?;
+        Ok(added)
     }
 
     pub async fn subscribers(&self) -> anyhow::Result<Vec<Subscriber>> {
@@ -48,14 +55,18 @@ impl Store {
         rows.iter().map(subscriber_from_row).collect()
     }
 
-    /// Active subscribers, the ones a digest is planned for.
+    /// Active subscribers, the ones a digest is planned for. Rows are streamed and
+    /// converted one at a time, so 100,000 subscribers are never held twice.
     pub async fn active_subscribers(&self) -> anyhow::Result<Vec<Subscriber>> {
-        let rows = sqlx::query(&format!(
-            "SELECT {COLUMNS} FROM subscribers WHERE status = 'active' ORDER BY id"
-        ))
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(subscriber_from_row).collect()
+        use futures::TryStreamExt;
+        let query =
+            format!("SELECT {COLUMNS} FROM subscribers WHERE status = 'active' ORDER BY id");
+        let mut rows = sqlx::query(&query).fetch(&self.pool);
+        let mut out = Vec::new();
+        while let Some(row) = rows.try_next().await? {
+            out.push(subscriber_from_row(&row)?);
+        }
+        Ok(out)
     }
 
     pub async fn subscriber(&self, id: i64) -> anyhow::Result<Option<Subscriber>> {
@@ -144,6 +155,40 @@ impl Store {
             .await?;
         Ok(result.rows_affected() == 1)
     }
+}
+
+/// A subscriber to insert.
+pub struct NewSubscriber<'a> {
+    pub address: &'a Address,
+    pub filter: &'a Filter,
+    pub language: &'a str,
+    pub status: &'a Status,
+    pub notify_empty: bool,
+}
+
+async fn insert_subscriber(
+    conn: &mut sqlx::SqliteConnection,
+    s: &NewSubscriber<'_>,
+    now: DateTime<Utc>,
+) -> anyhow::Result<Option<i64>> {
+    let now = now.to_rfc3339();
+    let result = sqlx::query(
+        "INSERT INTO subscribers (address, channel, layers, min_score, language, status, status_reason, notify_empty, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)
+         ON CONFLICT (address) DO NOTHING",
+    )
+    .bind(s.address.to_stored())
+    .bind(s.address.channel().as_str())
+    .bind(serde_json::to_string(&s.filter.layers)?)
+    .bind(i64::from(s.filter.min_score.tenths()))
+    .bind(s.language)
+    .bind(s.status.as_str())
+    .bind(reason(s.status))
+    .bind(s.notify_empty)
+    .bind(&now)
+    .execute(&mut *conn)
+    .await?;
+    Ok((result.rows_affected() == 1).then(|| result.last_insert_rowid()))
 }
 
 fn reason(status: &Status) -> Option<&str> {

@@ -1,0 +1,264 @@
+//! `cargo bench --bench delivery`: delivery targets of docs/PERFORMANCE.md, measured.
+//!
+//! 1. Planning + rendering for 100,000 subscribers with 20 distinct filters.
+//! 2. 10,000 webhook subscribers against a loopback receiver with no limit.
+//! 3. A receiver enforcing 30 requests/s: sustained rate, 429s provoked, duplicates, losses.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use chrono::Utc;
+use kdigest::config::Config;
+use kdigest::deliver::engine::{Engine, Until};
+use kdigest::deliver::{RenderCache, plan};
+use kdigest::metrics::Metrics;
+use kdigest::model::{Digest, Filter, Score};
+use kdigest::store::{NewSubscriber, Store};
+use kdigest::subscriber::{Address, Channel, Status};
+
+fn peak_rss_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0.0);
+    kib / 1024.0
+}
+
+fn config(dir: &std::path::Path, extra: &str) -> Config {
+    let feeds = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/feeds");
+    let text = kdigest::demo::DEMO_CONFIG.replace("{base}", &format!("file://{}", feeds.display()));
+    let mut c = Config::parse(&format!("{text}\n{extra}")).unwrap();
+    c.storage.path = dir.join("bench.sqlite");
+    c
+}
+
+async fn fixture(config: &Config) -> (Store, Digest) {
+    let store = Store::open(&config.storage.path).await.unwrap();
+    let d = kdigest::pipeline::generate(config, &store, kdigest::demo::demo_date(), &|_| {})
+        .await
+        .unwrap();
+    (store, d)
+}
+
+fn filters() -> Vec<Filter> {
+    let layers = [
+        "frontend",
+        "optimization",
+        "kernel_codegen",
+        "hardware_backend",
+        "runtime",
+        "benchmark",
+    ];
+    (0..20)
+        .map(|i| Filter {
+            layers: if i % 4 == 0 {
+                BTreeSet::new()
+            } else {
+                BTreeSet::from([layers[i % 6].to_string()])
+            },
+            min_score: Score::from_f64(60.0 + (i / 4) as f64 * 5.0),
+        })
+        .collect()
+}
+
+async fn add_subscribers(store: &Store, urls: impl Iterator<Item = String>) {
+    let filters = filters();
+    let addresses: Vec<Address> = urls
+        .map(|u| Address::parse(&format!("webhook:{u}")).unwrap())
+        .collect();
+    let rows: Vec<NewSubscriber> = addresses
+        .iter()
+        .enumerate()
+        .map(|(i, a)| NewSubscriber {
+            address: a,
+            filter: &filters[i % filters.len()],
+            language: if i % 2 == 0 { "zh-CN" } else { "en" },
+            status: &Status::Active,
+            notify_empty: false,
+        })
+        .collect();
+    store.add_subscribers(&rows, Utc::now()).await.unwrap();
+}
+
+async fn bench_planning() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), "");
+    let (store, digest) = fixture(&config).await;
+    add_subscribers(
+        &store,
+        (0..100_000).map(|i| format!("https://hooks.example.org/h/{i}")),
+    )
+    .await;
+    let rss_before = peak_rss_mib();
+    let t = Instant::now();
+    let subscribers = store.active_subscribers().await.unwrap();
+    let loaded = t.elapsed();
+    let rows = plan(&digest, &subscribers, &[Channel::Webhook]);
+    let planned = t.elapsed();
+    store
+        .plan_deliveries(digest.date, &rows, Utc::now())
+        .await
+        .unwrap();
+    let stored = t.elapsed();
+    let cache = RenderCache::new(None);
+    let by_id: HashMap<i64, &kdigest::subscriber::Subscriber> =
+        subscribers.iter().map(|s| (s.id, s)).collect();
+    let mut bytes = 0usize;
+    for row in &rows {
+        let s = by_id[&row.subscriber_id];
+        bytes += cache
+            .messages(&digest, &s.filter, &s.language, Channel::Webhook)
+            .unwrap()[0]
+            .len();
+    }
+    let total = t.elapsed();
+    println!(
+        "planning: {} subscribers, 20 filters x 2 languages -> {} deliveries, {} distinct renders ({} MB of payload served from the cache)",
+        subscribers.len(),
+        rows.len(),
+        cache.len(),
+        bytes / 1_000_000
+    );
+    println!(
+        "planning: load {:.0} ms, plan {:.0} ms, outbox insert {:.0} ms, render {:.0} ms; total {:.2} s; peak RSS {:.0} MiB ({:.0} MiB before)",
+        loaded.as_secs_f64() * 1e3,
+        (planned - loaded).as_secs_f64() * 1e3,
+        (stored - planned).as_secs_f64() * 1e3,
+        (total - stored).as_secs_f64() * 1e3,
+        total.as_secs_f64(),
+        peak_rss_mib(),
+        rss_before
+    );
+}
+
+#[derive(Default)]
+struct Receiver {
+    per_path: Mutex<HashMap<String, usize>>,
+    ok: AtomicUsize,
+    rejected: AtomicUsize,
+    /// Sliding one-second window of accepted requests, when limited.
+    window: Mutex<std::collections::VecDeque<Instant>>,
+    limit: Option<usize>,
+}
+
+async fn receive(
+    State(r): State<Arc<Receiver>>,
+    Path(path): Path<String>,
+    _h: HeaderMap,
+) -> Response {
+    if let Some(limit) = r.limit {
+        let now = Instant::now();
+        let mut w = r.window.lock().unwrap();
+        while w
+            .front()
+            .is_some_and(|t| now.duration_since(*t) >= Duration::from_secs(1))
+        {
+            w.pop_front();
+        }
+        if w.len() >= limit {
+            r.rejected.fetch_add(1, Ordering::Relaxed);
+            return (StatusCode::TOO_MANY_REQUESTS, [(header::RETRY_AFTER, "1")]).into_response();
+        }
+        w.push_back(now);
+    }
+    *r.per_path.lock().unwrap().entry(path).or_default() += 1;
+    r.ok.fetch_add(1, Ordering::Relaxed);
+    StatusCode::NO_CONTENT.into_response()
+}
+
+async fn spawn_receiver(limit: Option<usize>) -> (String, Arc<Receiver>) {
+    let r = Arc::new(Receiver {
+        limit,
+        ..Receiver::default()
+    });
+    let app = Router::new()
+        .route("/h/{path}", post(receive))
+        .with_state(r.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}/h", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (base, r)
+}
+
+async fn bench_fan_out(label: &str, n: usize, limit: Option<usize>, delivery_toml: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), delivery_toml);
+    let (store, digest) = fixture(&config).await;
+    let (base, receiver) = spawn_receiver(limit).await;
+    // One filter that matches, so every subscriber gets one message.
+    let addresses: Vec<Address> = (0..n)
+        .map(|i| Address::parse(&format!("webhook:{base}/{i}")).unwrap())
+        .collect();
+    let all = Filter::default();
+    let rows: Vec<NewSubscriber> = addresses
+        .iter()
+        .map(|a| NewSubscriber {
+            address: a,
+            filter: &all,
+            language: "en",
+            status: &Status::Active,
+            notify_empty: false,
+        })
+        .collect();
+    store.add_subscribers(&rows, Utc::now()).await.unwrap();
+    let engine =
+        Arc::new(Engine::new(store.clone(), &config, Arc::new(Metrics::default())).unwrap());
+    engine.plan(&digest).await.unwrap();
+    let (_tx, rx) = tokio::sync::watch::channel(false);
+    let t = Instant::now();
+    engine
+        .run(
+            Until::Idle {
+                max_wait: Duration::from_secs(30),
+            },
+            rx,
+        )
+        .await
+        .unwrap();
+    let elapsed = t.elapsed().as_secs_f64();
+    let per_path = receiver.per_path.lock().unwrap();
+    let duplicates: usize = per_path.values().map(|c| c - 1).sum();
+    let lost = n - per_path.len();
+    println!(
+        "{label}: {n} webhook deliveries in {elapsed:.2} s = {:.0}/s; 429s provoked {}; duplicates {duplicates}; lost {lost}",
+        receiver.ok.load(Ordering::Relaxed) as f64 / elapsed,
+        receiver.rejected.load(Ordering::Relaxed)
+    );
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--test") {
+        return;
+    }
+    unsafe { std::env::set_var("KDIGEST_WEBHOOK_SECRET", "bench-secret") };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        bench_planning().await;
+        bench_fan_out(
+            "fan-out (no limit)",
+            10_000,
+            None,
+            "[delivery.webhook]\nper_sec = 1000000.0\nper_destination_per_sec = 1000000.0\nconcurrency = 64\n",
+        )
+        .await;
+        bench_fan_out(
+            "fan-out (receiver limit 30/s)",
+            450,
+            Some(30),
+            "[delivery.webhook]\nper_sec = 30.0\nper_destination_per_sec = 30.0\nconcurrency = 8\n",
+        )
+        .await;
+    });
+}
