@@ -4,6 +4,8 @@
 //! 2. 10,000 webhook subscribers against a loopback receiver with no limit.
 //! 3. A receiver enforcing 30 requests/s: sustained rate, 429s provoked, duplicates, losses.
 
+mod common;
+
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -22,16 +24,6 @@ use kdigest::metrics::Metrics;
 use kdigest::model::{Digest, Filter, Score};
 use kdigest::store::{NewSubscriber, Store};
 use kdigest::subscriber::{Address, Channel, Status};
-
-fn peak_rss_mib() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let kib: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0.0);
-    kib / 1024.0
-}
 
 fn config(dir: &std::path::Path, extra: &str) -> Config {
     let feeds = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/feeds");
@@ -98,7 +90,7 @@ async fn bench_planning() {
         (0..100_000).map(|i| format!("https://hooks.example.org/h/{i}")),
     )
     .await;
-    let rss_before = peak_rss_mib();
+    let rss_before = common::peak_rss_mib();
     let t = Instant::now();
     let subscribers = store.active_subscribers().await.unwrap();
     let loaded = t.elapsed();
@@ -135,7 +127,7 @@ async fn bench_planning() {
         (stored - planned).as_secs_f64() * 1e3,
         (total - stored).as_secs_f64() * 1e3,
         total.as_secs_f64(),
-        peak_rss_mib(),
+        common::peak_rss_mib(),
         rss_before
     );
 }

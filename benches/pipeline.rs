@@ -5,6 +5,8 @@
 //! 2. Clustering at 10x that size (15,040 items), to show it does not grow quadratically.
 //! 3. Fetch phase: 200 loopback sources, 20 of them hanging, against the fetch timeout.
 
+mod common;
+
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -23,15 +25,6 @@ use kdigest::parse::parse_feed;
 use kdigest::render::{Format, Renderer};
 use kdigest::store::Validators;
 use kdigest::summarize;
-
-fn peak_rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
-}
 
 fn stats(mut samples: Vec<Duration>) -> (Duration, Duration) {
     samples.sort();
@@ -91,7 +84,7 @@ fn bench_listing(config: &Config) {
         max_items: None,
     };
     let renderer = Renderer::new("en", None).unwrap();
-    let rss_before = peak_rss_kib();
+    let rss_before = common::peak_rss_mib();
     let mut samples = Vec::new();
     let mut shape = (0, 0, 0);
     for _ in 0..15 {
@@ -123,8 +116,8 @@ fn bench_listing(config: &Config) {
     );
     println!(
         "listing: peak RSS {:.1} MiB (process, after 30 runs; {:.1} MiB before the runs)",
-        peak_rss_kib() as f64 / 1024.0,
-        rss_before as f64 / 1024.0
+        common::peak_rss_mib(),
+        rss_before
     );
 
     // 10x: the listing's items repeated with distinct keys and perturbed titles.

@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 
 use chrono::Utc;
-use clap::Subcommand;
+use clap::{Args, Subcommand};
 
 use super::UsageError;
 use crate::config::{Config, LANGUAGES};
@@ -16,15 +16,8 @@ pub enum SubscribersCommand {
     /// Subscribe an address: telegram:<chat id>, discord:<channel id or webhook URL>, email:<address>, webhook:<URL>
     Add {
         address: String,
-        /// Comma-separated layers, or "all" [default: all]
-        #[arg(long)]
-        layers: Option<String>,
-        /// Minimum event score 0-100 [default: digest.min_score]
-        #[arg(long)]
-        min_score: Option<f64>,
-        /// zh-CN or en [default: digest.language]
-        #[arg(long)]
-        lang: Option<String>,
+        #[command(flatten)]
+        filter: FilterArgs,
         /// Send a short note on days when nothing matches the filter
         #[arg(long)]
         notify_empty: bool,
@@ -35,12 +28,9 @@ pub enum SubscribersCommand {
     Set {
         /// Subscriber id or address
         subscriber: String,
-        #[arg(long)]
-        layers: Option<String>,
-        #[arg(long)]
-        min_score: Option<f64>,
-        #[arg(long)]
-        lang: Option<String>,
+        #[command(flatten)]
+        filter: FilterArgs,
+        /// Send a short note on days when nothing matches the filter (true or false)
         #[arg(long)]
         notify_empty: Option<bool>,
     },
@@ -52,6 +42,20 @@ pub enum SubscribersCommand {
     Resume { subscriber: String },
 }
 
+/// The filter and language options shared by `add` and `set`.
+#[derive(Debug, Args)]
+pub struct FilterArgs {
+    /// Comma-separated layers, or "all" [add default: all]
+    #[arg(long)]
+    layers: Option<String>,
+    /// Minimum event score 0-100 [add default: digest.min_score]
+    #[arg(long)]
+    min_score: Option<f64>,
+    /// zh-CN or en [add default: digest.language]
+    #[arg(long)]
+    lang: Option<String>,
+}
+
 pub async fn run(
     command: SubscribersCommand,
     config: &Config,
@@ -60,9 +64,12 @@ pub async fn run(
     match command {
         SubscribersCommand::Add {
             address,
-            layers,
-            min_score,
-            lang,
+            filter:
+                FilterArgs {
+                    layers,
+                    min_score,
+                    lang,
+                },
             notify_empty,
         } => {
             let address =
@@ -104,9 +111,12 @@ pub async fn run(
         }
         SubscribersCommand::Set {
             subscriber,
-            layers,
-            min_score,
-            lang,
+            filter:
+                FilterArgs {
+                    layers,
+                    min_score,
+                    lang,
+                },
             notify_empty,
         } => {
             let mut s = find(store, &subscriber).await?;
