@@ -1,7 +1,7 @@
 -- Subscribers, the delivery outbox and the single-instance lease. Portable SQL.
 
 CREATE TABLE subscribers (
-    id             INTEGER PRIMARY KEY,
+    id             INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: ids are in delivery ids
     address        TEXT    NOT NULL UNIQUE,  -- channel:target, credentials included; never logged
     channel        TEXT    NOT NULL,         -- telegram | discord | email | webhook
     layers         TEXT    NOT NULL,         -- JSON array; empty = every layer

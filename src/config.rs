@@ -279,6 +279,32 @@ impl Default for RawDaemon {
     }
 }
 
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawTelegram {
+    pub api_url: String,
+    pub token_env: String,
+    pub bot: bool,
+    pub admins: Vec<i64>,
+    pub poll_timeout_secs: u32,
+    pub digest_cooldown_secs: u64,
+    pub group_per_minute: f64,
+}
+
+impl Default for RawTelegram {
+    fn default() -> Self {
+        RawTelegram {
+            api_url: "https://api.telegram.org".into(),
+            token_env: "KDIGEST_TELEGRAM_TOKEN".into(),
+            bot: true,
+            admins: Vec::new(),
+            poll_timeout_secs: 10,
+            digest_cooldown_secs: 30,
+            group_per_minute: 20.0,
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Validated form: what the rest of the program uses.
 
@@ -295,6 +321,23 @@ pub struct Config {
     pub schedule: ScheduleConfig,
     pub delivery: DeliveryConfig,
     pub daemon: DaemonConfig,
+    pub telegram: TelegramConfig,
+}
+
+#[derive(Debug, Clone)]
+pub struct TelegramConfig {
+    /// The Bot API base URL; tests point it at a loopback mock.
+    pub api_url: url::Url,
+    /// Name of the environment variable holding the bot token.
+    pub token_env: String,
+    /// Run the command bot (long polling) inside `kdigest run`.
+    pub bot: bool,
+    /// Telegram user ids allowed /status and /run.
+    pub admins: Vec<i64>,
+    pub poll_timeout_secs: u32,
+    pub digest_cooldown: Duration,
+    /// Messages per minute to one group (Telegram allows about 20).
+    pub group_per_minute: f64,
 }
 
 #[derive(Debug, Clone)]
@@ -455,6 +498,7 @@ const TOP_LEVEL_KEYS: &[&str] = &[
     "schedule",
     "delivery",
     "daemon",
+    "telegram",
 ];
 
 impl Config {
@@ -478,6 +522,7 @@ impl Config {
         let schedule: RawSchedule = section(&table, "schedule", &mut problems);
         let delivery: RawDelivery = section(&table, "delivery", &mut problems);
         let daemon: RawDaemon = section(&table, "daemon", &mut problems);
+        let telegram: RawTelegram = section(&table, "telegram", &mut problems);
         let sources = raw_sources(&table, &mut problems);
         let layers = raw_layers(&table, &mut problems);
 
@@ -486,6 +531,7 @@ impl Config {
             schedule: validate_schedule(schedule, digest.timezone, &mut problems),
             delivery: validate_delivery(delivery, &mut problems),
             daemon: validate_daemon(daemon, &mut problems),
+            telegram: validate_telegram(telegram, &mut problems),
             digest,
             sources: validate_sources(sources, &mut problems),
             layers: validate_layers(layers, &mut problems),
@@ -1045,6 +1091,23 @@ fn validate_delivery(raw: RawDelivery, problems: &mut Vec<String>) -> DeliveryCo
             ));
         }
     }
+    if raw.backoff_base_secs > raw.backoff_max_secs {
+        problems.push(format!(
+            "delivery.backoff_base_secs: {} is larger than delivery.backoff_max_secs ({})",
+            raw.backoff_base_secs, raw.backoff_max_secs
+        ));
+    }
+    if raw.webhook_secret_env.is_empty()
+        || !raw
+            .webhook_secret_env
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_')
+    {
+        problems.push(format!(
+            "delivery.webhook_secret_env: \"{}\" is not an environment variable name; the secret itself never goes in config.toml",
+            raw.webhook_secret_env
+        ));
+    }
     let mut limits = |name: &str, l: RawLimits| {
         if !(l.per_sec.is_finite() && l.per_sec > 0.0) {
             problems.push(format!(
@@ -1085,6 +1148,41 @@ fn validate_delivery(raw: RawDelivery, problems: &mut Vec<String>) -> DeliveryCo
         discord,
         email,
         webhook,
+    }
+}
+
+fn validate_telegram(raw: RawTelegram, problems: &mut Vec<String>) -> TelegramConfig {
+    let api_url = match url::Url::parse(&raw.api_url) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") => u,
+        _ => {
+            problems.push(format!(
+                "telegram.api_url: \"{}\" is not an http(s) URL; the default is https://api.telegram.org",
+                raw.api_url
+            ));
+            url::Url::parse("https://api.telegram.org").expect("static URL")
+        }
+    };
+    // teloxide's client gives up after 17 s, so a long poll must end before that.
+    if !(1..=15).contains(&raw.poll_timeout_secs) {
+        problems.push(format!(
+            "telegram.poll_timeout_secs: {} is out of range; use 1 to 15 (the HTTP client times out at 17 s)",
+            raw.poll_timeout_secs
+        ));
+    }
+    if !(raw.group_per_minute.is_finite() && raw.group_per_minute > 0.0) {
+        problems.push(format!(
+            "telegram.group_per_minute: {} must be a positive number",
+            raw.group_per_minute
+        ));
+    }
+    TelegramConfig {
+        api_url,
+        token_env: raw.token_env,
+        bot: raw.bot,
+        admins: raw.admins,
+        poll_timeout_secs: raw.poll_timeout_secs.clamp(1, 15),
+        digest_cooldown: Duration::from_secs(raw.digest_cooldown_secs),
+        group_per_minute: raw.group_per_minute.max(0.001),
     }
 }
 

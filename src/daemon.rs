@@ -171,13 +171,11 @@ async fn run_forever(
         tokio::spawn(async move { engine.run(Until::Shutdown, shutdown).await })
     };
 
-    // Catch-up: the most recent tick, once, if its digest is missing.
+    // Catch-up: the most recent tick, once. Generation is skipped when its digest is stored
+    // and planning is idempotent, so this also finishes a run that crashed after generating.
     if let Some(tick) = previous_run(&config.schedule, Utc::now()) {
-        let (date, _) = digest::window_ending(tick, config);
-        if store.load_digest(date).await?.is_none() {
-            tracing::info!(message = "Catching up on the missed run", tick = %tick);
-            log_tick_error(run_tick(config, store, engine, metrics, tick).await);
-        }
+        tracing::info!(message = "Catching up on the latest run", tick = %tick);
+        log_tick_error(run_tick(config, store, engine, metrics, tick).await);
     }
     loop {
         let Some(next) = next_run(&config.schedule, Utc::now()) else {

@@ -10,6 +10,7 @@
 //!        -> summarize -> digest (assemble, filter) -> store(digest) -> render
 //! ```
 
+pub mod bot;
 pub mod classify;
 pub mod cli;
 pub mod cluster;

@@ -49,7 +49,7 @@ impl Metrics {
             "kdigest_digests_generated_total {}\n",
             self.digests_generated.load(Ordering::Relaxed)
         ));
-        out.push_str("# HELP kdigest_deliveries_total Delivery attempts by channel and outcome.\n");
+        out.push_str("# HELP kdigest_deliveries_total Deliveries settled, by channel and outcome (sent, retry, failed).\n");
         out.push_str("# TYPE kdigest_deliveries_total counter\n");
         for ((channel, status), n) in self.deliveries.lock().expect("metrics lock").iter() {
             out.push_str(&format!(

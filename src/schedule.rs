@@ -37,7 +37,7 @@ pub fn next_run(schedule: &ScheduleConfig, after: DateTime<Utc>) -> Option<DateT
     schedule
         .cron
         .after(&naive_as_utc(local - Duration::hours(3)))
-        .take(64)
+        .take(10_000)
         .map(|t| resolve_local(schedule.timezone, t.naive_utc()))
         .find(|t| *t > after)
 }
@@ -49,7 +49,7 @@ pub fn previous_run(schedule: &ScheduleConfig, now: DateTime<Utc>) -> Option<Dat
         .cron
         .after(&naive_as_utc(local + Duration::hours(3)))
         .rev()
-        .take(64)
+        .take(10_000)
         .map(|t| resolve_local(schedule.timezone, t.naive_utc()))
         .find(|t| *t <= now)
 }

@@ -55,7 +55,7 @@ pub enum Address {
 }
 
 pub const ADDRESS_FORMS: &str = "telegram:<chat id>, discord:<channel id>, discord:<webhook URL>, \
-                                 email:<address>, webhook:<https URL>";
+                                 email:<address>, webhook:<http(s) URL>";
 
 impl Address {
     /// Parses `channel:target`, e.g. `email:alice@example.org`.
@@ -131,10 +131,22 @@ impl Address {
         }
     }
 
+    /// A group chat, which Telegram limits more tightly than private chats.
+    pub fn is_group(&self) -> bool {
+        matches!(self, Address::Telegram(id) if *id < 0)
+    }
+
     /// The rate-limit key of the destination (one chat, one channel, one host).
     pub fn destination_key(&self) -> String {
         match self {
-            Address::Webhook(url) | Address::DiscordWebhook(url) => {
+            // Discord limits each webhook on its own; the id is not a secret, the token is.
+            Address::DiscordWebhook(url) => {
+                let id = url.path_segments().and_then(|mut s| {
+                    s.find(|p| p.chars().all(|c| c.is_ascii_digit()) && !p.is_empty())
+                });
+                format!("discord:webhook:{}", id.unwrap_or(""))
+            }
+            Address::Webhook(url) => {
                 format!(
                     "{}:{}",
                     url.host_str().unwrap_or(""),

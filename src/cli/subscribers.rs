@@ -34,7 +34,7 @@ pub enum SubscribersCommand {
         #[arg(long)]
         notify_empty: Option<bool>,
     },
-    /// Remove a subscriber and its pending deliveries
+    /// Remove a subscriber and its delivery history
     Remove { subscriber: String },
     /// Stop deliveries to a subscriber until resumed
     Pause { subscriber: String },

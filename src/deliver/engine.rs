@@ -61,9 +61,24 @@ impl Engine {
             Channel::Webhook,
             Sender::Webhook(WebhookSender::new(config.delivery.timeout, secret)?),
         );
+        match crate::deliver::telegram::bot(&config.telegram) {
+            Ok(bot) => {
+                senders.insert(
+                    Channel::Telegram,
+                    Sender::Telegram(crate::deliver::telegram::TelegramSender::new(bot)),
+                );
+            }
+            Err(_) => tracing::info!(
+                message = "No Telegram token; Telegram subscribers are not delivered to",
+                variable = %config.telegram.token_env
+            ),
+        }
         let limits = Channel::ALL
             .iter()
-            .map(|c| (*c, Limits::new(&config.delivery.limits(*c))))
+            .map(|c| {
+                let group = (*c == Channel::Telegram).then_some(config.telegram.group_per_minute);
+                (*c, Limits::new(&config.delivery.limits(*c), group))
+            })
             .collect();
         Ok(Engine {
             store,
@@ -86,6 +101,12 @@ impl Engine {
 
     /// Plans the digest for every active subscriber, in one transaction. Idempotent.
     pub async fn plan(&self, digest: &Digest) -> anyhow::Result<u64> {
+        // This digest is the current version of its date (it may have been regenerated).
+        self.digests
+            .lock()
+            .expect("digest cache lock")
+            .insert(digest.date, Arc::new(digest.clone()));
+        self.cache.forget(digest.date);
         let subscribers = self.store.active_subscribers().await?;
         let skipped = subscribers
             .iter()
@@ -210,7 +231,23 @@ impl Engine {
     /// one failing subscriber never stops the others.
     async fn deliver(&self, c: Claimed, channel: Channel) {
         if let Err(error) = self.try_deliver(&c, channel).await {
-            tracing::error!(message = "Delivery bookkeeping failed", delivery = %c.id, %error);
+            tracing::error!(message = "Delivery failed unexpectedly; it will be retried", delivery = %c.id, error = %format!("{error:#}"));
+            // Put the row back in the queue rather than leave it claimed until a restart.
+            let attempts = c.attempts + 1;
+            let next = Utc::now()
+                + chrono::Duration::from_std(self.backoff(&c.id, attempts)).unwrap_or_default();
+            let settle = if attempts >= self.delivery.max_attempts {
+                self.store
+                    .mark_failed(&c.id, attempts, &error.to_string())
+                    .await
+            } else {
+                self.store
+                    .mark_retry(&c.id, attempts, next, &error.to_string())
+                    .await
+            };
+            if let Err(error) = settle {
+                tracing::error!(message = "Cannot settle the delivery row", delivery = %c.id, %error);
+            }
         }
     }
 
@@ -240,14 +277,38 @@ impl Engine {
                 .messages(&digest, &subscriber.filter, &subscriber.language, channel)?;
         let sender = &self.senders[&channel];
         let limits = &self.limits[&channel];
-        let destination = subscriber.address.destination_key();
+        let mut subscriber = subscriber;
+        let mut destination = subscriber.address.destination_key();
+        let mut moved = false;
         let mut part = c.parts_sent as usize;
         while part < messages.len() {
-            limits.wait(&destination).await;
+            limits
+                .wait(&destination, subscriber.address.is_group())
+                .await;
             match sender
                 .send(&subscriber.address, &messages[part], &c.id)
                 .await
             {
+                Err(SendError::Moved(address)) if !moved => {
+                    // The chat has a new id: remember it and send this part again, once.
+                    tracing::info!(message = "Destination moved; updating the subscriber", from = %subscriber.address, to = %address);
+                    self.store
+                        .set_subscriber_address(subscriber.id, &address, Utc::now())
+                        .await?;
+                    subscriber.address = address;
+                    destination = subscriber.address.destination_key();
+                    moved = true;
+                }
+                Err(SendError::Moved(address)) => {
+                    let reason = format!("Destination moved twice (last to {address})");
+                    self.metrics.delivery(channel.as_str(), "failed");
+                    return self.store.mark_failed(&c.id, attempts, &reason).await;
+                }
+                Err(SendError::Failed { reason }) => {
+                    self.metrics.delivery(channel.as_str(), "failed");
+                    tracing::warn!(message = "Message rejected; not retried", subscriber = %subscriber.address, error = %reason);
+                    return self.store.mark_failed(&c.id, attempts, &reason).await;
+                }
                 Ok(()) => {
                     part += 1;
                     if part < messages.len() {
@@ -258,6 +319,8 @@ impl Engine {
                     reason,
                     retry_after,
                 }) => {
+                    // A server may ask for any wait; never more than the longest backoff.
+                    let retry_after = retry_after.map(|w| w.min(self.delivery.backoff_max));
                     if let Some(wait) = retry_after {
                         limits.pause(&destination, wait);
                     }

@@ -14,6 +14,8 @@ use crate::config::ChannelLimits;
 pub struct Limits {
     channel: DefaultDirectRateLimiter,
     destination: DefaultKeyedRateLimiter<String>,
+    /// A slower limit for group chats (Telegram: about 20 messages a minute).
+    group: Option<DefaultKeyedRateLimiter<String>>,
     paused: Mutex<HashMap<String, Instant>>,
 }
 
@@ -27,16 +29,17 @@ fn quota(per_sec: f64) -> Quota {
 }
 
 impl Limits {
-    pub fn new(limits: &ChannelLimits) -> Limits {
+    pub fn new(limits: &ChannelLimits, group_per_minute: Option<f64>) -> Limits {
         Limits {
             channel: RateLimiter::direct(quota(limits.per_sec)),
             destination: RateLimiter::keyed(quota(limits.per_destination_per_sec)),
+            group: group_per_minute.map(|per_minute| RateLimiter::keyed(quota(per_minute / 60.0))),
             paused: Mutex::new(HashMap::new()),
         }
     }
 
     /// Waits until this destination may receive the next message.
-    pub async fn wait(&self, destination: &str) {
+    pub async fn wait(&self, destination: &str, is_group: bool) {
         let paused_until = self
             .paused
             .lock()
@@ -46,9 +49,11 @@ impl Limits {
         if let Some(until) = paused_until {
             tokio::time::sleep_until(until).await;
         }
-        self.destination
-            .until_key_ready(&destination.to_string())
-            .await;
+        let key = destination.to_string();
+        if let (true, Some(group)) = (is_group, &self.group) {
+            group.until_key_ready(&key).await;
+        }
+        self.destination.until_key_ready(&key).await;
         self.channel.until_ready().await;
     }
 

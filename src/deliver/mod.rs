@@ -5,6 +5,7 @@
 
 pub mod engine;
 pub mod limits;
+pub mod telegram;
 pub mod webhook;
 
 use std::collections::HashMap;
@@ -15,7 +16,6 @@ use chrono::NaiveDate;
 use sha2::{Digest as _, Sha256};
 
 use crate::digest;
-use crate::locale::Locale;
 use crate::model::{Digest, Filter};
 use crate::parse::hex;
 use crate::render::{Format, Renderer};
@@ -34,17 +34,27 @@ pub enum SendError {
     /// Never retried; the subscriber is disabled with this reason (blocked, deleted, 404/410).
     #[error("{reason}")]
     Permanent { reason: String },
+    /// This message cannot be delivered (too long, rejected markup); not retried, and the
+    /// subscriber stays active.
+    #[error("{reason}")]
+    Failed { reason: String },
+    /// The destination moved (a Telegram group upgraded to a supergroup): store the new
+    /// address and send again.
+    #[error("Destination moved to {0}")]
+    Moved(Address),
 }
 
 /// The channels that have a sender. Telegram, Discord and email plug in here.
 pub enum Sender {
     Webhook(webhook::WebhookSender),
+    Telegram(telegram::TelegramSender),
 }
 
 impl Sender {
     pub fn channel(&self) -> Channel {
         match self {
             Sender::Webhook(_) => Channel::Webhook,
+            Sender::Telegram(_) => Channel::Telegram,
         }
     }
 
@@ -57,6 +67,7 @@ impl Sender {
     ) -> Result<(), SendError> {
         match (self, address) {
             (Sender::Webhook(s), Address::Webhook(url)) => s.send(url, message, delivery_id).await,
+            (Sender::Telegram(s), Address::Telegram(chat)) => s.send(*chat, message).await,
             (_, other) => Err(SendError::Permanent {
                 reason: format!(
                     "Address {other} does not belong to the {} channel",
@@ -168,6 +179,14 @@ impl RenderCache {
         Ok(r)
     }
 
+    /// Drops the renders of one date (its digest was regenerated).
+    pub fn forget(&self, date: NaiveDate) {
+        self.renders
+            .lock()
+            .expect("render cache lock")
+            .retain(|key, _| key.0 != date);
+    }
+
     /// How many distinct renders were made (for tests and the benchmark).
     pub fn len(&self) -> usize {
         self.renders.lock().expect("render cache lock").len()
@@ -176,9 +195,4 @@ impl RenderCache {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
-}
-
-/// The locale a subscriber's digest is filtered with.
-pub fn locale_for(language: &str) -> Locale {
-    Locale::builtin(language)
 }

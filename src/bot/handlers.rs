@@ -1,0 +1,400 @@
+//! One function per command. Platform-neutral: they read and change subscribers through the
+//! store and return a [`Reply`]; Telegram and Discord render it.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use tokio::sync::mpsc;
+
+use super::{Command, DateArg, Reply};
+use crate::config::Config;
+use crate::digest;
+use crate::locale::Locale;
+use crate::model::{Digest, Filter, Score};
+use crate::schedule::next_run;
+use crate::store::Store;
+use crate::subscriber::{Address, Status, Subscriber};
+
+/// Per-chat cooldown on /digest, so one chat cannot flood the bot.
+pub struct Cooldowns {
+    period: Duration,
+    last: Mutex<HashMap<String, Instant>>,
+}
+
+impl Cooldowns {
+    pub fn new(period: Duration) -> Cooldowns {
+        Cooldowns {
+            period,
+            last: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// None when the chat may go ahead (and starts its cooldown), else the seconds left.
+    pub fn check(&self, key: &str) -> Option<u64> {
+        let mut last = self.last.lock().expect("cooldown lock");
+        let now = Instant::now();
+        if let Some(at) = last.get(key) {
+            let elapsed = now.duration_since(*at);
+            if elapsed < self.period {
+                return Some((self.period - elapsed).as_secs().max(1));
+            }
+        }
+        last.insert(key.to_string(), now);
+        None
+    }
+}
+
+/// Asks the daemon to generate and deliver now (admin /run).
+pub type RunTrigger = mpsc::Sender<()>;
+
+pub struct Ctx<'a> {
+    pub store: &'a Store,
+    pub config: &'a Config,
+    /// The chat the command came from.
+    pub address: Address,
+    /// May change this chat's subscription: a private chat, or an admin of the group.
+    pub can_manage: bool,
+    /// A kdigest admin (user id listed in the configuration).
+    pub is_owner: bool,
+    pub now: DateTime<Utc>,
+    pub cooldowns: &'a Cooldowns,
+    pub runs: Option<&'a RunTrigger>,
+}
+
+impl Ctx<'_> {
+    async fn subscriber(&self) -> anyhow::Result<Option<Subscriber>> {
+        self.store.subscriber_by_address(&self.address).await
+    }
+
+    fn layer_names(&self) -> Vec<&str> {
+        self.config.layer_names()
+    }
+}
+
+fn layers_text(layers: &BTreeSet<String>, t: &Locale) -> String {
+    if layers.is_empty() {
+        t.get("bot_all_layers").to_string()
+    } else {
+        layers
+            .iter()
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(t.get("list_separator"))
+    }
+}
+
+/// Runs one command. Errors are I/O failures; user mistakes are replies.
+pub async fn handle(command: Command, ctx: &Ctx<'_>) -> anyhow::Result<Reply> {
+    let subscriber = ctx.subscriber().await?;
+    let language = subscriber
+        .as_ref()
+        .map_or(ctx.config.digest.language.clone(), |s| s.language.clone());
+    let t = Locale::load(&language, ctx.config.digest.templates_dir.as_deref())?;
+    let text = |s: String| Ok(Reply::Text(s));
+    let manage_denied = || Reply::Text(t.get("bot_admins_only").to_string());
+    match command {
+        Command::Start | Command::Help => {
+            text(t.fill("bot_help", &[("layers", &ctx.layer_names().join(", "))]))
+        }
+        Command::Subscribe { layers, min_score } => {
+            if !ctx.can_manage {
+                return Ok(manage_denied());
+            }
+            let min_score = min_score.unwrap_or(ctx.config.digest.min_score);
+            match subscriber {
+                Some(mut s) => {
+                    let changed = !layers.is_empty()
+                        || min_score != s.filter.min_score
+                        || s.status != Status::Active;
+                    if !layers.is_empty() {
+                        s.filter.layers = layers;
+                    }
+                    s.filter.min_score = min_score;
+                    ctx.store.update_subscriber(&s, ctx.now).await?;
+                    ctx.store
+                        .set_subscriber_status(s.id, &Status::Active, ctx.now)
+                        .await?;
+                    let key = if changed {
+                        "bot_subscribed"
+                    } else {
+                        "bot_already_subscribed"
+                    };
+                    text(t.fill(
+                        key,
+                        &[
+                            ("layers", &layers_text(&s.filter.layers, &t)),
+                            ("score", &s.filter.min_score.to_string()),
+                        ],
+                    ))
+                }
+                None => {
+                    let filter = Filter { layers, min_score };
+                    ctx.store
+                        .add_subscriber(
+                            &ctx.address,
+                            &filter,
+                            &language,
+                            &Status::Active,
+                            false,
+                            ctx.now,
+                        )
+                        .await?;
+                    text(t.fill(
+                        "bot_subscribed",
+                        &[
+                            ("layers", &layers_text(&filter.layers, &t)),
+                            ("score", &min_score.to_string()),
+                        ],
+                    ))
+                }
+            }
+        }
+        Command::Unsubscribe => {
+            if !ctx.can_manage {
+                return Ok(manage_denied());
+            }
+            match subscriber {
+                Some(s) => {
+                    ctx.store.remove_subscriber(s.id).await?;
+                    text(t.get("bot_unsubscribed").to_string())
+                }
+                None => text(t.get("bot_not_subscribed").to_string()),
+            }
+        }
+        Command::Layers(new) => {
+            let Some(mut s) = subscriber else {
+                return text(t.get("bot_not_subscribed").to_string());
+            };
+            if let Some(layers) = new {
+                if !ctx.can_manage {
+                    return Ok(manage_denied());
+                }
+                s.filter.layers = layers;
+                ctx.store.update_subscriber(&s, ctx.now).await?;
+            }
+            Ok(Reply::Layers {
+                text: format!(
+                    "{}\n{}",
+                    t.fill(
+                        "bot_layers",
+                        &[("layers", &layers_text(&s.filter.layers, &t))]
+                    ),
+                    t.get("bot_layers_hint")
+                ),
+                selected: s.filter.layers.clone(),
+                all: ctx.layer_names().iter().map(|l| l.to_string()).collect(),
+            })
+        }
+        Command::Threshold(new) => {
+            let Some(mut s) = subscriber else {
+                return text(t.get("bot_not_subscribed").to_string());
+            };
+            if let Some(score) = new {
+                if !ctx.can_manage {
+                    return Ok(manage_denied());
+                }
+                s.filter.min_score = score;
+                ctx.store.update_subscriber(&s, ctx.now).await?;
+            }
+            text(t.fill(
+                "bot_threshold",
+                &[("score", &s.filter.min_score.to_string())],
+            ))
+        }
+        Command::Settings | Command::Lang(None) => match subscriber {
+            Some(s) => text(settings(&s, &t)),
+            None => text(t.get("bot_not_subscribed").to_string()),
+        },
+        Command::Lang(Some(lang)) => {
+            let Some(mut s) = subscriber else {
+                return text(t.get("bot_not_subscribed").to_string());
+            };
+            if !ctx.can_manage {
+                return Ok(manage_denied());
+            }
+            s.language = lang.clone();
+            ctx.store.update_subscriber(&s, ctx.now).await?;
+            let t = Locale::load(&lang, ctx.config.digest.templates_dir.as_deref())?;
+            text(t.fill("bot_lang_set", &[("lang", &lang)]))
+        }
+        Command::Digest { date, layers } => {
+            digest_reply(ctx, subscriber.as_ref(), &language, &t, date, layers).await
+        }
+        Command::Why(n) => {
+            let Some(d) = ctx.store.latest_digest().await? else {
+                return text(t.get("bot_no_digest").to_string());
+            };
+            let events: Vec<_> = d.events().collect();
+            let Some(e) = events.get(n - 1) else {
+                return text(t.fill(
+                    "bot_why_missing",
+                    &[("n", &n.to_string()), ("count", &events.len().to_string())],
+                ));
+            };
+            let mut out = format!("{}. {}\n{} {}/100", n, e.title, t.get("score"), e.score);
+            for c in &e.score_breakdown {
+                out.push_str(&format!(
+                    "\n• {} {:.3} × {} = {:.2} ({})",
+                    c.name, c.value, c.weight, c.points, c.reason
+                ));
+            }
+            text(out)
+        }
+        Command::Status => {
+            if !ctx.is_owner {
+                return text(t.get("bot_owner_only").to_string());
+            }
+            let latest = ctx.store.latest_digest().await?;
+            let (date, events, counts) = match &latest {
+                Some(d) => (
+                    d.date.to_string(),
+                    d.events().count(),
+                    ctx.store.delivery_counts(d.date).await?,
+                ),
+                None => ("-".into(), 0, Default::default()),
+            };
+            let next = next_run(&ctx.config.schedule, ctx.now).map_or("-".into(), |n| {
+                n.with_timezone(&ctx.config.schedule.timezone).to_rfc3339()
+            });
+            text(t.fill(
+                "bot_status",
+                &[
+                    ("date", &date),
+                    ("events", &events.to_string()),
+                    ("pending", &(counts.pending + counts.sending).to_string()),
+                    ("sent", &counts.sent.to_string()),
+                    ("failed", &counts.failed.to_string()),
+                    ("next", &next),
+                ],
+            ))
+        }
+        Command::Run => {
+            if !ctx.is_owner {
+                return text(t.get("bot_owner_only").to_string());
+            }
+            match ctx.runs.map(|r| r.try_send(())) {
+                Some(Ok(())) => text(t.get("bot_run_started").to_string()),
+                _ => text(t.get("bot_run_busy").to_string()),
+            }
+        }
+    }
+}
+
+fn settings(s: &Subscriber, t: &Locale) -> String {
+    let status = match &s.status {
+        Status::Disabled(reason) => format!("disabled ({reason})"),
+        other => other.as_str().to_string(),
+    };
+    t.fill(
+        "bot_settings",
+        &[
+            ("layers", &layers_text(&s.filter.layers, t)),
+            ("score", &s.filter.min_score.to_string()),
+            ("lang", &s.language),
+            ("status", &status),
+        ],
+    )
+}
+
+async fn digest_reply(
+    ctx: &Ctx<'_>,
+    subscriber: Option<&Subscriber>,
+    language: &str,
+    t: &Locale,
+    date: DateArg,
+    layers: BTreeSet<String>,
+) -> anyhow::Result<Reply> {
+    if let Some(secs) = ctx.cooldowns.check(&ctx.address.to_stored()) {
+        return Ok(Reply::Text(
+            t.fill("bot_cooldown", &[("secs", &secs.to_string())]),
+        ));
+    }
+    let tz = ctx.config.digest.timezone;
+    let today = ctx.now.with_timezone(&tz).date_naive();
+    let wanted = match date {
+        DateArg::Today => Some(today),
+        DateArg::Yesterday => today.pred_opt(),
+        DateArg::Latest => None,
+        DateArg::Date(d) => Some(d),
+    };
+    let latest = ctx.store.latest_digest().await?;
+    let (note, found) = match wanted {
+        None => (None, latest),
+        Some(day) => match ctx.store.load_digest(day).await? {
+            Some(d) => (None, Some(d)),
+            None => {
+                let window = digest::window_for(day, ctx.config);
+                if window.end.to_utc() > ctx.now {
+                    // Not out yet: say when, and offer the latest one.
+                    let when = window
+                        .end
+                        .with_timezone(&tz)
+                        .format("%Y-%m-%d %H:%M %Z")
+                        .to_string();
+                    let latest_date = latest
+                        .as_ref()
+                        .map_or("-".to_string(), |d| d.date.to_string());
+                    let note = t.fill(
+                        "bot_not_out_yet",
+                        &[
+                            ("date", &day.to_string()),
+                            ("when", &when),
+                            ("latest", &latest_date),
+                        ],
+                    );
+                    match latest {
+                        Some(d) => (Some(note), Some(d)),
+                        None => {
+                            return Ok(Reply::Text(format!("{note}\n{}", t.get("bot_no_digest"))));
+                        }
+                    }
+                } else {
+                    return Ok(Reply::Text(
+                        t.fill("bot_no_digest_for", &[("date", &day.to_string())]),
+                    ));
+                }
+            }
+        },
+    };
+    let Some(mut d) = found else {
+        return Ok(Reply::Text(t.get("bot_no_digest").to_string()));
+    };
+    let filter = match (layers.is_empty(), subscriber) {
+        (false, s) => Filter {
+            layers,
+            min_score: s.map_or(ctx.config.digest.min_score, |s| s.filter.min_score),
+        },
+        (true, Some(s)) => s.filter.clone(),
+        (true, None) => Filter {
+            layers: BTreeSet::new(),
+            min_score: ctx.config.digest.min_score,
+        },
+    };
+    d.language = language.to_string();
+    let filtered: Digest = digest::filter(&d, &filter, t);
+    Ok(Reply::Digest {
+        note,
+        digest: Box::new(filtered),
+    })
+}
+
+/// Toggles one layer of a subscriber (the inline keyboard); `None` toggles to all layers.
+pub fn toggle_layer(current: &BTreeSet<String>, layer: Option<&str>) -> BTreeSet<String> {
+    match layer {
+        None => BTreeSet::new(),
+        Some(l) => {
+            let mut next = current.clone();
+            if !next.remove(l) {
+                next.insert(l.to_string());
+            }
+            next
+        }
+    }
+}
+
+/// The threshold users see when they have not set one.
+pub fn default_threshold(config: &Config) -> Score {
+    config.digest.min_score
+}

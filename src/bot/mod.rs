@@ -1,0 +1,306 @@
+//! Chat commands shared by Telegram and Discord: one [`Command`] enum, one parser, one
+//! handler per command (handlers.rs) returning a platform-neutral [`Reply`] that each
+//! platform renders its own way. Every text comes from the locale tables.
+
+pub mod handlers;
+pub mod telegram;
+
+use std::collections::BTreeSet;
+
+use chrono::NaiveDate;
+
+use crate::locale::Locale;
+use crate::model::{Digest, Score};
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    Start,
+    Help,
+    Subscribe {
+        layers: BTreeSet<String>,
+        min_score: Option<Score>,
+    },
+    Unsubscribe,
+    /// None: show; Some(empty set): all layers; Some(set): those layers.
+    Layers(Option<BTreeSet<String>>),
+    Threshold(Option<Score>),
+    Settings,
+    Lang(Option<String>),
+    Digest {
+        date: DateArg,
+        layers: BTreeSet<String>,
+    },
+    Why(usize),
+    Status,
+    Run,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DateArg {
+    Today,
+    Yesterday,
+    Latest,
+    Date(NaiveDate),
+}
+
+/// A command that could not be parsed, with what is wrong and the right form.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadCommand {
+    /// Locale key of the problem (bot_bad_layer, bot_unknown, ...).
+    pub problem: &'static str,
+    pub arg: String,
+    /// The command's usage line, None for an unknown command.
+    pub usage: Option<&'static str>,
+}
+
+impl BadCommand {
+    pub fn message(&self, t: &Locale, layers: &[&str]) -> String {
+        let problem = t.fill(
+            self.problem,
+            &[("arg", &self.arg), ("layers", &layers.join(", "))],
+        );
+        match self.usage {
+            Some(usage) => t.fill("bot_usage", &[("problem", &problem), ("usage", usage)]),
+            None => problem,
+        }
+    }
+}
+
+/// What the bot answers, before a platform renders it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    /// Plain text; the platform escapes it.
+    Text(String),
+    /// A digest (already filtered), optionally after a note.
+    Digest {
+        note: Option<String>,
+        digest: Box<Digest>,
+    },
+    /// The layer picker: text plus one toggle per layer.
+    Layers {
+        text: String,
+        selected: BTreeSet<String>,
+        all: Vec<String>,
+    },
+}
+
+/// The commands registered with the platforms, with their locale description keys.
+pub const MENU: &[(&str, &str)] = &[
+    ("start", "cmd_start"),
+    ("help", "cmd_help"),
+    ("subscribe", "cmd_subscribe"),
+    ("unsubscribe", "cmd_unsubscribe"),
+    ("layers", "cmd_layers"),
+    ("threshold", "cmd_threshold"),
+    ("settings", "cmd_settings"),
+    ("lang", "cmd_lang"),
+    ("digest", "cmd_digest"),
+    ("why", "cmd_why"),
+];
+
+/// Parses `/command args` (`/command@botname` in groups). `Ok(None)` for text that is not a
+/// command or a command addressed to another bot.
+pub fn parse(
+    text: &str,
+    bot_username: Option<&str>,
+    layers: &[&str],
+) -> Result<Option<Command>, BadCommand> {
+    let text = text.trim();
+    let Some(rest) = text.strip_prefix('/') else {
+        return Ok(None);
+    };
+    let mut words = rest.split_whitespace();
+    let head = words.next().unwrap_or("");
+    let (name, target) = head
+        .split_once('@')
+        .map_or((head, None), |(n, b)| (n, Some(b)));
+    if let (Some(target), Some(me)) = (target, bot_username)
+        && !target.eq_ignore_ascii_case(me)
+    {
+        return Ok(None);
+    }
+    let args: Vec<&str> = words.collect();
+    let bad = |problem, arg: &str, usage| BadCommand {
+        problem,
+        arg: arg.to_string(),
+        usage: Some(usage),
+    };
+    let layer_set = |args: &[&str], usage| -> Result<BTreeSet<String>, BadCommand> {
+        let mut set = BTreeSet::new();
+        for a in args
+            .iter()
+            .flat_map(|a| a.split(','))
+            .filter(|a| !a.is_empty())
+        {
+            let a = a.to_lowercase();
+            if a == "all" {
+                continue;
+            }
+            if !layers.contains(&a.as_str()) {
+                return Err(bad("bot_bad_layer", &a, usage));
+            }
+            set.insert(a);
+        }
+        Ok(set)
+    };
+    let score = |arg: &str, usage| {
+        arg.parse::<f64>()
+            .ok()
+            .and_then(Score::parse_threshold)
+            .ok_or_else(|| bad("bot_bad_score", arg, usage))
+    };
+    Ok(Some(match name.to_lowercase().as_str() {
+        "start" => Command::Start,
+        "help" => Command::Help,
+        "subscribe" => {
+            const USAGE: &str = "/subscribe [layer...] [0-100]";
+            let (score_arg, layer_args) = match args.split_last() {
+                Some((last, rest)) if last.parse::<f64>().is_ok() => (Some(*last), rest),
+                _ => (None, &args[..]),
+            };
+            Command::Subscribe {
+                layers: layer_set(layer_args, USAGE)?,
+                min_score: score_arg.map(|a| score(a, USAGE)).transpose()?,
+            }
+        }
+        "unsubscribe" | "stop" => Command::Unsubscribe,
+        "layers" => {
+            const USAGE: &str = "/layers [layer... | all]";
+            if args.is_empty() {
+                Command::Layers(None)
+            } else {
+                Command::Layers(Some(layer_set(&args, USAGE)?))
+            }
+        }
+        "threshold" => {
+            const USAGE: &str = "/threshold [0-100]";
+            match args.as_slice() {
+                [] => Command::Threshold(None),
+                [a] => Command::Threshold(Some(score(a, USAGE)?)),
+                [_, extra, ..] => return Err(bad("bot_bad_score", extra, USAGE)),
+            }
+        }
+        "settings" => Command::Settings,
+        "lang" => {
+            const USAGE: &str = "/lang zh|en";
+            match args.first().map(|a| a.to_lowercase()) {
+                None => Command::Lang(None),
+                Some(l) if l == "zh" || l == "zh-cn" => Command::Lang(Some("zh-CN".into())),
+                Some(l) if l == "en" => Command::Lang(Some("en".into())),
+                Some(l) => return Err(bad("bot_bad_lang", &l, USAGE)),
+            }
+        }
+        "digest" => {
+            const USAGE: &str = "/digest [today|yesterday|YYYY-MM-DD|latest] [layer...]";
+            let (date, rest) = match args.first().map(|a| a.to_lowercase()) {
+                None => (DateArg::Today, &args[..]),
+                Some(a) if a == "today" => (DateArg::Today, &args[1..]),
+                Some(a) if a == "yesterday" => (DateArg::Yesterday, &args[1..]),
+                Some(a) if a == "latest" => (DateArg::Latest, &args[1..]),
+                Some(a) if a.starts_with(|c: char| c.is_ascii_digit()) => {
+                    let d = NaiveDate::parse_from_str(&a, "%Y-%m-%d")
+                        .map_err(|_| bad("bot_bad_date", &a, USAGE))?;
+                    (DateArg::Date(d), &args[1..])
+                }
+                Some(_) => (DateArg::Today, &args[..]),
+            };
+            Command::Digest {
+                date,
+                layers: layer_set(rest, USAGE)?,
+            }
+        }
+        "why" => {
+            const USAGE: &str = "/why N";
+            let arg = args.first().copied().unwrap_or("");
+            match arg.parse::<usize>() {
+                Ok(n) if n >= 1 => Command::Why(n),
+                _ => return Err(bad("bot_bad_number", arg, USAGE)),
+            }
+        }
+        "status" => Command::Status,
+        "run" => Command::Run,
+        _ => {
+            return Err(BadCommand {
+                problem: "bot_unknown",
+                arg: format!("/{name}"),
+                usage: None,
+            });
+        }
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LAYERS: &[&str] = &["frontend", "runtime", "benchmark"];
+
+    fn p(text: &str) -> Result<Option<Command>, BadCommand> {
+        parse(text, Some("kdigest_bot"), LAYERS)
+    }
+
+    #[test]
+    fn commands_parse_with_their_arguments() {
+        assert_eq!(p("hello").unwrap(), None);
+        assert_eq!(p("/start").unwrap(), Some(Command::Start));
+        assert_eq!(p("/help@kdigest_bot").unwrap(), Some(Command::Help));
+        assert_eq!(p("/help@other_bot").unwrap(), None);
+        assert_eq!(
+            p("/subscribe runtime Benchmark 75").unwrap(),
+            Some(Command::Subscribe {
+                layers: BTreeSet::from(["runtime".into(), "benchmark".into()]),
+                min_score: Some(Score::from_f64(75.0))
+            })
+        );
+        assert_eq!(
+            p("/layers all").unwrap(),
+            Some(Command::Layers(Some(BTreeSet::new())))
+        );
+        assert_eq!(p("/threshold").unwrap(), Some(Command::Threshold(None)));
+        assert_eq!(
+            p("/lang zh").unwrap(),
+            Some(Command::Lang(Some("zh-CN".into())))
+        );
+        assert_eq!(
+            p("/digest 2026-10-28 runtime").unwrap(),
+            Some(Command::Digest {
+                date: DateArg::Date(NaiveDate::from_ymd_opt(2026, 10, 28).unwrap()),
+                layers: BTreeSet::from(["runtime".into()])
+            })
+        );
+        assert_eq!(
+            p("/digest runtime").unwrap(),
+            Some(Command::Digest {
+                date: DateArg::Today,
+                layers: BTreeSet::from(["runtime".into()])
+            })
+        );
+        assert_eq!(p("/why 2").unwrap(), Some(Command::Why(2)));
+    }
+
+    #[test]
+    fn wrong_arguments_name_the_problem_and_the_right_form() {
+        let t = Locale::builtin("en");
+        let msg = |text: &str| p(text).unwrap_err().message(&t, LAYERS);
+        assert_eq!(
+            msg("/threshold 150"),
+            "\"150\" is not a score from 0 to 100. Usage: /threshold [0-100]"
+        );
+        assert_eq!(
+            msg("/layers gpu"),
+            "\"gpu\" is not a layer; valid layers: frontend, runtime, benchmark. Usage: /layers [layer... | all]"
+        );
+        assert_eq!(
+            msg("/digest 2026-13-01"),
+            "\"2026-13-01\" is not a date; use today, yesterday, latest or YYYY-MM-DD. Usage: /digest [today|yesterday|YYYY-MM-DD|latest] [layer...]"
+        );
+        assert_eq!(
+            msg("/why x"),
+            "\"x\" is not an event number; use a number such as 1 or 2. Usage: /why N"
+        );
+        assert_eq!(
+            msg("/frobnicate"),
+            "Unknown command /frobnicate; send /help for the list."
+        );
+    }
+}

@@ -1,0 +1,1 @@
+//! Telegram adapter (to be written).
