@@ -170,6 +170,9 @@ async fn run_forever(
         let shutdown = shutdown.clone();
         tokio::spawn(async move { engine.run(Until::Shutdown, shutdown).await })
     };
+    // Admin /run requests; capacity one, so a request while one is pending is refused.
+    let (run_tx, mut run_rx) = tokio::sync::mpsc::channel::<()>(1);
+    let bot = spawn_telegram_bot(config, store, run_tx, shutdown.clone());
 
     // Catch-up: the most recent tick, once. Generation is skipped when its digest is stored
     // and planning is idempotent, so this also finishes a run that crashed after generating.
@@ -186,13 +189,48 @@ async fn run_forever(
         let wait = (next - Utc::now()).to_std().unwrap_or_default();
         tokio::select! {
             _ = tokio::time::sleep(wait) => log_tick_error(run_tick(config, store, engine, metrics, next).await),
+            Some(()) = run_rx.recv() => {
+                let tick = previous_run(&config.schedule, Utc::now()).unwrap_or_else(Utc::now);
+                tracing::info!(message = "Run requested by an admin", tick = %tick);
+                log_tick_error(run_tick(config, store, engine, metrics, tick).await);
+            }
             _ = shutdown.wait_for(|stop| *stop) => break,
         }
     }
     tracing::info!(message = "Shutting down: in-flight deliveries finish, nothing new is claimed");
     workers.await??;
     web.await??;
+    if let Some(bot) = bot {
+        bot.await??;
+    }
     Ok(())
+}
+
+/// The Telegram command bot, when a token is set and `telegram.bot` is on.
+fn spawn_telegram_bot(
+    config: &Config,
+    store: &Store,
+    runs: crate::bot::handlers::RunTrigger,
+    shutdown: watch::Receiver<bool>,
+) -> Option<tokio::task::JoinHandle<anyhow::Result<()>>> {
+    if !config.telegram.bot {
+        return None;
+    }
+    let bot = match crate::deliver::telegram::bot(&config.telegram) {
+        Ok(bot) => bot,
+        Err(_) => {
+            tracing::info!(message = "No Telegram token; the Telegram bot is off", variable = %config.telegram.token_env);
+            return None;
+        }
+    };
+    let telegram = crate::bot::telegram::TelegramBot::new(
+        bot,
+        store.clone(),
+        Arc::new(config.clone()),
+        Some(runs),
+    );
+    tracing::info!(message = "Telegram bot polling for commands");
+    Some(tokio::spawn(telegram.poll(shutdown)))
 }
 
 fn log_tick_error(result: anyhow::Result<()>) {

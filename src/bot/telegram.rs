@@ -1,1 +1,317 @@
-//! Telegram adapter (to be written).
+//! The Telegram side of the bot: long polling (getUpdates), command registration in zh and
+//! en (setMyCommands), permission checks (getChatMember), rendering [`Reply`] as Telegram
+//! messages, and the inline layer keyboard (callback queries).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use chrono::Utc;
+use teloxide::payloads::{
+    EditMessageReplyMarkupSetters, GetUpdatesSetters, SendMessageSetters, SetMyCommandsSetters,
+};
+use teloxide::prelude::*;
+use teloxide::types::{
+    AllowedUpdate, BotCommand, CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup,
+    ParseMode, UpdateKind,
+};
+use tokio::sync::watch;
+
+use super::handlers::{Cooldowns, Ctx, RunTrigger, handle, toggle_layer};
+use super::{MENU, Reply, parse};
+use crate::config::Config;
+use crate::deliver::telegram::{no_preview, redact_token};
+use crate::locale::Locale;
+use crate::render::Renderer;
+use crate::store::Store;
+use crate::subscriber::Address;
+
+/// Callback data of the layer keyboard: `layer:<name>`, or `layer:*` for all layers.
+const LAYER_PREFIX: &str = "layer:";
+const ALL_LAYERS: &str = "*";
+
+pub struct TelegramBot {
+    bot: Bot,
+    store: Store,
+    config: Arc<Config>,
+    cooldowns: Cooldowns,
+    runs: Option<RunTrigger>,
+    username: Option<String>,
+}
+
+impl TelegramBot {
+    pub fn new(
+        bot: Bot,
+        store: Store,
+        config: Arc<Config>,
+        runs: Option<RunTrigger>,
+    ) -> TelegramBot {
+        let cooldowns = Cooldowns::new(config.telegram.digest_cooldown);
+        TelegramBot {
+            bot,
+            store,
+            config,
+            cooldowns,
+            runs,
+            username: None,
+        }
+    }
+
+    /// Registers the command menu in Chinese and, as the default, in English.
+    pub async fn register_commands(&self) -> anyhow::Result<()> {
+        for (language, code) in [("zh-CN", Some("zh")), ("en", None)] {
+            let t = Locale::builtin(language);
+            let commands: Vec<BotCommand> = MENU
+                .iter()
+                .map(|(name, key)| BotCommand::new(*name, t.get(key)))
+                .collect();
+            let mut request = self.bot.set_my_commands(commands);
+            if let Some(code) = code {
+                request = request.language_code(code);
+            }
+            request.await.map_err(|e| {
+                anyhow::anyhow!("setMyCommands failed: {}", redact_token(&e.to_string()))
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Long polling until shutdown. Each update is handled on its own; one failing update
+    /// is logged and skipped.
+    pub async fn poll(mut self, mut shutdown: watch::Receiver<bool>) -> anyhow::Result<()> {
+        let me = self
+            .bot
+            .get_me()
+            .await
+            .map_err(|e| anyhow::anyhow!("getMe failed: {}", redact_token(&e.to_string())))?;
+        self.username = me.user.username.clone();
+        if let Err(error) = self.register_commands().await {
+            tracing::warn!(message = "Cannot register the command menu", %error);
+        }
+        let mut offset: i32 = 0;
+        loop {
+            let request = self
+                .bot
+                .get_updates()
+                .offset(offset)
+                .timeout(self.config.telegram.poll_timeout_secs)
+                .allowed_updates(vec![AllowedUpdate::Message, AllowedUpdate::CallbackQuery]);
+            let updates = tokio::select! {
+                r = request.send() => r,
+                _ = shutdown.wait_for(|stop| *stop) => return Ok(()),
+            };
+            match updates {
+                Ok(updates) => {
+                    for update in updates {
+                        offset = offset.max(update.id.as_offset());
+                        if let Err(error) = self.handle_update(update.kind).await {
+                            tracing::warn!(message = "Telegram update failed", error = %redact_token(&format!("{error:#}")));
+                        }
+                    }
+                }
+                Err(error) => {
+                    tracing::warn!(message = "getUpdates failed; retrying", error = %redact_token(&error.to_string()));
+                    tokio::select! {
+                        _ = tokio::time::sleep(std::time::Duration::from_secs(2)) => {}
+                        _ = shutdown.wait_for(|stop| *stop) => return Ok(()),
+                    }
+                }
+            }
+        }
+    }
+
+    pub async fn handle_update(&self, kind: UpdateKind) -> anyhow::Result<()> {
+        match kind {
+            UpdateKind::Message(message) => self.handle_message(&message).await,
+            UpdateKind::CallbackQuery(query) => self.handle_callback(&query).await,
+            _ => Ok(()),
+        }
+    }
+
+    async fn can_manage(
+        &self,
+        chat: &teloxide::types::Chat,
+        user: Option<&teloxide::types::User>,
+    ) -> anyhow::Result<bool> {
+        if chat.is_private() {
+            return Ok(true);
+        }
+        let Some(user) = user else { return Ok(false) };
+        let member = self
+            .bot
+            .get_chat_member(chat.id, user.id)
+            .await
+            .map_err(|e| anyhow::anyhow!(redact_token(&e.to_string())))?;
+        Ok(member.is_privileged())
+    }
+
+    fn is_owner(&self, user: Option<&teloxide::types::User>) -> bool {
+        user.is_some_and(|u| self.config.telegram.admins.contains(&(u.id.0 as i64)))
+    }
+
+    async fn handle_message(&self, message: &Message) -> anyhow::Result<()> {
+        let Some(text) = message.text() else {
+            return Ok(());
+        };
+        let layers = self.config.layer_names();
+        let command = match parse(text, self.username.as_deref(), &layers) {
+            Ok(Some(c)) => c,
+            Ok(None) => return Ok(()),
+            Err(bad) => {
+                let address = Address::Telegram(message.chat.id.0);
+                let language = self
+                    .store
+                    .subscriber_by_address(&address)
+                    .await?
+                    .map_or(self.config.digest.language.clone(), |s| s.language);
+                let t = Locale::builtin(&language);
+                return self
+                    .send_text(message.chat.id, &bad.message(&t, &layers))
+                    .await;
+            }
+        };
+        let user = message.from.as_ref();
+        let needs_manage = matches!(
+            command,
+            super::Command::Subscribe { .. }
+                | super::Command::Unsubscribe
+                | super::Command::Layers(Some(_))
+                | super::Command::Threshold(Some(_))
+                | super::Command::Lang(Some(_))
+        );
+        // Only ask Telegram for membership when the command changes something.
+        let can_manage = if needs_manage {
+            self.can_manage(&message.chat, user).await?
+        } else {
+            message.chat.is_private()
+        };
+        let ctx = Ctx {
+            store: &self.store,
+            config: &self.config,
+            address: Address::Telegram(message.chat.id.0),
+            can_manage,
+            is_owner: self.is_owner(user),
+            now: Utc::now(),
+            cooldowns: &self.cooldowns,
+            runs: self.runs.as_ref(),
+        };
+        let reply = handle(command, &ctx).await?;
+        self.send_reply(message.chat.id, reply).await
+    }
+
+    async fn handle_callback(&self, query: &CallbackQuery) -> anyhow::Result<()> {
+        let Some(data) = query
+            .data
+            .as_deref()
+            .and_then(|d| d.strip_prefix(LAYER_PREFIX))
+        else {
+            self.bot.answer_callback_query(query.id.clone()).await?;
+            return Ok(());
+        };
+        let Some(message) = query.message.as_ref() else {
+            return Ok(());
+        };
+        let chat = message.chat();
+        let address = Address::Telegram(chat.id.0);
+        let Some(mut subscriber) = self.store.subscriber_by_address(&address).await? else {
+            self.bot.answer_callback_query(query.id.clone()).await?;
+            return Ok(());
+        };
+        let t = Locale::builtin(&subscriber.language);
+        if !self.can_manage(chat, Some(&query.from)).await? {
+            self.bot
+                .answer_callback_query(query.id.clone())
+                .text(t.get("bot_admins_only"))
+                .await?;
+            return Ok(());
+        }
+        let layer = (data != ALL_LAYERS).then_some(data);
+        if layer.is_some_and(|l| !self.config.layer_names().contains(&l)) {
+            self.bot.answer_callback_query(query.id.clone()).await?;
+            return Ok(());
+        }
+        subscriber.filter.layers = toggle_layer(&subscriber.filter.layers, layer);
+        self.store
+            .update_subscriber(&subscriber, Utc::now())
+            .await?;
+        self.bot.answer_callback_query(query.id.clone()).await?;
+        self.bot
+            .edit_message_reply_markup(chat.id, message.id())
+            .reply_markup(keyboard(
+                &subscriber.filter.layers,
+                &self.config.layer_names(),
+                &t,
+            ))
+            .await?;
+        Ok(())
+    }
+
+    async fn send_text(&self, chat: ChatId, text: &str) -> anyhow::Result<()> {
+        self.bot
+            .send_message(chat, text)
+            .link_preview_options(no_preview())
+            .await
+            .map_err(|e| anyhow::anyhow!(redact_token(&e.to_string())))?;
+        Ok(())
+    }
+
+    async fn send_reply(&self, chat: ChatId, reply: Reply) -> anyhow::Result<()> {
+        match reply {
+            Reply::Text(text) => self.send_text(chat, &text).await,
+            Reply::Layers {
+                text,
+                selected,
+                all,
+            } => {
+                let t = Locale::builtin(&self.config.digest.language);
+                let names: Vec<&str> = all.iter().map(String::as_str).collect();
+                self.bot
+                    .send_message(chat, text)
+                    .link_preview_options(no_preview())
+                    .reply_markup(keyboard(&selected, &names, &t))
+                    .await
+                    .map_err(|e| anyhow::anyhow!(redact_token(&e.to_string())))?;
+                Ok(())
+            }
+            Reply::Digest { note, digest } => {
+                if let Some(note) = note {
+                    self.send_text(chat, &note).await?;
+                }
+                let renderer = Renderer::new(
+                    &digest.language,
+                    self.config.digest.templates_dir.as_deref(),
+                )?;
+                for message in renderer.telegram(&digest)? {
+                    self.bot
+                        .send_message(chat, message)
+                        .parse_mode(ParseMode::Html)
+                        .link_preview_options(no_preview())
+                        .await
+                        .map_err(|e| anyhow::anyhow!(redact_token(&e.to_string())))?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// One toggle button per layer (checked when selected), two to a row, and "all layers".
+pub fn keyboard(selected: &BTreeSet<String>, layers: &[&str], t: &Locale) -> InlineKeyboardMarkup {
+    let button = |l: &str| {
+        let mark = if selected.contains(l) {
+            "✅"
+        } else {
+            "▫️"
+        };
+        InlineKeyboardButton::callback(format!("{mark} {l}"), format!("{LAYER_PREFIX}{l}"))
+    };
+    let mut rows: Vec<Vec<InlineKeyboardButton>> = layers
+        .chunks(2)
+        .map(|pair| pair.iter().map(|l| button(l)).collect())
+        .collect();
+    let all_mark = if selected.is_empty() { "✅" } else { "▫️" };
+    rows.push(vec![InlineKeyboardButton::callback(
+        format!("{all_mark} {}", t.get("bot_all_layers")),
+        format!("{LAYER_PREFIX}{ALL_LAYERS}"),
+    )]);
+    InlineKeyboardMarkup::new(rows)
+}

@@ -8,3 +8,5 @@ mod helpers;
 mod llm;
 mod reference_feeds;
 mod renders;
+mod telegram;
+mod telegram_mock;

@@ -1,0 +1,328 @@
+//! Telegram through the real teloxide stack against the loopback Bot API in telegram_mock.rs.
+
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kdigest::bot::telegram::TelegramBot;
+use kdigest::store::Store;
+use kdigest::subscriber::{Address, Status};
+use kdigest::{deliver, pipeline};
+
+use crate::helpers::{fixture_config, open_store, repo_root, spawn_feed_server};
+use crate::telegram_mock::{ChatMode, Mock, TOKEN, callback_update, spawn_mock, text_update};
+
+/// Waits until the mock has served every scripted update and nothing new was sent for a while.
+async fn settle(mock: &Mock) {
+    let started = Instant::now();
+    let mut last = usize::MAX;
+    loop {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        let n = mock
+            .calls
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|c| c.method != "GetUpdates")
+            .count();
+        if mock.updates.lock().unwrap().is_empty() && n == last {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "bot did not settle"
+        );
+        last = n;
+    }
+}
+
+fn texts(mock: &Mock, chat: i64) -> Vec<String> {
+    mock.sent_to(chat)
+        .iter()
+        .map(|c| c.body["text"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chat_subscribes_tunes_its_filter_and_reads_the_digest() {
+    let feeds = spawn_feed_server().await;
+    let (api, mock) = spawn_mock().await;
+    mock.admins.lock().unwrap().push(1);
+    let dir = tempfile::tempdir().unwrap();
+    let env = "KDIGEST_TEST_TG_TOKEN_BOT";
+    unsafe { std::env::set_var(env, TOKEN) };
+    let extra = format!(
+        "[telegram]\napi_url = \"{api}\"\ntoken_env = \"{env}\"\nadmins = [9]\ndigest_cooldown_secs = 60\n"
+    );
+    let config = fixture_config(&format!("{}/feeds", feeds.base), dir.path(), &extra);
+    let store = open_store(&config).await;
+    pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
+        .await
+        .unwrap();
+
+    let private = 1001;
+    let group = -100_200;
+    let script = [
+        text_update(1, private, 1, "/start"),
+        text_update(2, private, 1, "/subscribe runtime 70"),
+        text_update(3, private, 1, "/layers"),
+        callback_update(4, private, 1, "layer:benchmark"),
+        text_update(5, private, 1, "/threshold 150"),
+        text_update(6, private, 1, "/threshold 65"),
+        text_update(7, private, 1, "/lang en"),
+        text_update(8, private, 1, "/settings"),
+        text_update(9, private, 1, "/digest 2026-10-28"),
+        text_update(10, private, 1, "/digest 2026-10-28"),
+        text_update(11, private, 1, "/why 1"),
+        text_update(12, private, 1, "/status"),
+        text_update(13, group, 2, "/subscribe@kdigest_bot"),
+        text_update(14, group, 2, "/digest@kdigest_bot latest runtime"),
+        text_update(15, group, 2, "/help@some_other_bot"),
+        text_update(16, private, 1, "/frobnicate"),
+        text_update(17, private, 1, "just chatting"),
+    ];
+    mock.updates.lock().unwrap().extend(script);
+
+    let bot = deliver::telegram::bot(&config.telegram).unwrap();
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    let handle =
+        tokio::spawn(TelegramBot::new(bot, store.clone(), Arc::new(config.clone()), None).poll(rx));
+    settle(&mock).await;
+    tx.send(true).unwrap();
+    handle.await.unwrap().unwrap();
+
+    assert_eq!(
+        mock.problems.lock().unwrap().clone(),
+        Vec::<String>::new(),
+        "every request matches the Bot API spec"
+    );
+    let commands = mock.calls_of("SetMyCommands");
+    assert_eq!(commands.len(), 2);
+    assert_eq!(commands[0].body["language_code"], "zh");
+    assert!(commands[1].body.get("language_code").is_none());
+    assert!(
+        commands[1].body["commands"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["command"] == "digest")
+    );
+
+    let private_texts = texts(&mock, private);
+    assert!(
+        private_texts[0].contains("/subscribe"),
+        "help: {}",
+        private_texts[0]
+    );
+    assert!(
+        private_texts[1].starts_with("已订阅")
+            && private_texts[1].contains("runtime")
+            && private_texts[1].contains("70.0"),
+        "{}",
+        private_texts[1]
+    );
+    let layers_msg = &mock.sent_to(private)[2].body;
+    assert!(
+        layers_msg["reply_markup"]["inline_keyboard"]
+            .as_array()
+            .unwrap()
+            .len()
+            >= 3,
+        "layer keyboard"
+    );
+    assert_eq!(mock.calls_of("AnswerCallbackQuery").len(), 1);
+    assert_eq!(mock.calls_of("EditMessageReplyMarkup").len(), 1);
+    assert!(
+        private_texts[3].contains("“150”") && private_texts[3].contains("/threshold [0-100]"),
+        "{}",
+        private_texts[3]
+    );
+    assert!(private_texts[4].contains("65.0"), "{}", private_texts[4]);
+    assert_eq!(private_texts[5], "Language set to en.");
+    assert!(
+        private_texts[6].contains("Layers: benchmark, runtime")
+            && private_texts[6].contains("Score threshold: 65.0"),
+        "{}",
+        private_texts[6]
+    );
+    // The digest, filtered by this chat's settings, as Telegram HTML messages.
+    let digest_calls: Vec<_> = mock
+        .sent_to(private)
+        .into_iter()
+        .filter(|c| c.body["parse_mode"] == "HTML")
+        .collect();
+    assert!(!digest_calls.is_empty());
+    let digest_text: String = digest_calls
+        .iter()
+        .map(|c| c.body["text"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        digest_text.contains("Key changes") && digest_text.contains("Tessera"),
+        "filtered to runtime/benchmark, in English"
+    );
+    assert!(
+        !digest_text.contains("ShapeTrace"),
+        "ShapeTrace is frontend/optimization only"
+    );
+    let after_digest: Vec<&String> = private_texts.iter().skip(7 + digest_calls.len()).collect();
+    assert!(
+        after_digest[0].starts_with("Please wait"),
+        "cooldown: {after_digest:?}"
+    );
+    assert!(
+        after_digest[1].starts_with("1. CUTLASS 5.0.0") && after_digest[1].contains("impact"),
+        "{}",
+        after_digest[1]
+    );
+    assert_eq!(after_digest[2], "This command is for kdigest admins only.");
+    assert_eq!(
+        after_digest[3],
+        "Unknown command /frobnicate; send /help for the list."
+    );
+    assert_eq!(after_digest.len(), 4, "plain text gets no answer");
+
+    let group_texts = texts(&mock, group);
+    assert_eq!(group_texts[0], "只有本群管理员可以修改本群的订阅。");
+    assert!(
+        group_texts.len() >= 2,
+        "anyone may ask for /digest in a group"
+    );
+    assert!(group_texts[1..].iter().all(|t| !t.contains("ShapeTrace")));
+    assert_eq!(
+        mock.calls_of("GetChatMember").len(),
+        1,
+        "membership is asked only for changes"
+    );
+
+    let s = store
+        .subscriber_by_address(&Address::Telegram(private))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        s.filter.layers.iter().cloned().collect::<Vec<_>>(),
+        vec!["benchmark", "runtime"]
+    );
+    assert_eq!(s.language, "en");
+    assert!(
+        store
+            .subscriber_by_address(&Address::Telegram(group))
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_once_delivers_to_telegram_chats_and_handles_each_failure_on_its_own() {
+    let (api, mock) = spawn_mock().await;
+    let ok_chat = 1001;
+    let blocked = 2002;
+    let limited = 3003;
+    let old_group = -4004;
+    let new_group = -1_000_000_004_004;
+    let bad_html = 5005;
+    {
+        let mut modes = mock.modes.lock().unwrap();
+        modes.insert(blocked, ChatMode::Blocked);
+        modes.insert(limited, ChatMode::RateLimitedOnce);
+        modes.insert(old_group, ChatMode::MigrateTo(new_group));
+        modes.insert(bad_html, ChatMode::BadHtmlOnce);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let feeds = repo_root().join("examples/feeds");
+    let text = kdigest::demo::DEMO_CONFIG.replace("{base}", &format!("file://{}", feeds.display()));
+    let config_path = dir.path().join("config.toml");
+    let env = "KDIGEST_TEST_TG_TOKEN_RUN";
+    std::fs::write(
+        &config_path,
+        format!(
+            "{text}\n[storage]\npath = \"k.sqlite\"\n[delivery]\nbackoff_base_secs = 0.5\n[telegram]\napi_url = \"{api}\"\ntoken_env = \"{env}\"\ngroup_per_minute = 600\n"
+        ),
+    )
+    .unwrap();
+    let kdigest = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_kdigest"))
+            .arg("--config")
+            .arg(&config_path)
+            .args(args)
+            .env(env, TOKEN)
+            .env("RUST_LOG", "info")
+            .output()
+            .unwrap()
+    };
+    for chat in [ok_chat, blocked, limited, old_group, bad_html] {
+        assert!(
+            kdigest(&["subscribers", "add", &format!("telegram:{chat}")])
+                .status
+                .success()
+        );
+    }
+    let out = kdigest(&["run", "--once", "--date", "2026-10-28"]);
+    let logs = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{logs}");
+    assert!(
+        !logs.contains("TEST-token_secret"),
+        "the token never reaches a log"
+    );
+    assert_eq!(mock.problems.lock().unwrap().clone(), Vec::<String>::new());
+
+    // The healthy chat gets the whole digest, in order, each message within the limits.
+    let store = Store::open(&dir.path().join("k.sqlite")).await.unwrap();
+    let digest = store
+        .load_digest(kdigest::demo::demo_date())
+        .await
+        .unwrap()
+        .unwrap();
+    let expected = kdigest::render::Renderer::new("zh-CN", None)
+        .unwrap()
+        .telegram(&digest)
+        .unwrap();
+    let got: Vec<String> = texts(&mock, ok_chat);
+    assert_eq!(got, expected);
+    // A 429 for one chat waits that chat only: the others were done before its retry.
+    let limited_calls = mock.sent_to(limited);
+    assert_eq!(
+        limited_calls.len(),
+        expected.len() + 1,
+        "one retry after the 429"
+    );
+    let ok_done = mock.sent_to(ok_chat).last().unwrap().at;
+    assert!(
+        limited_calls[1].at >= limited_calls[0].at + Duration::from_millis(900),
+        "retry_after honoured"
+    );
+    assert!(mock.sent_to(ok_chat)[0].at < limited_calls[1].at);
+    assert!(ok_done < limited_calls.last().unwrap().at + Duration::from_secs(5));
+    // Blocked: disabled with the reason, not retried.
+    assert_eq!(mock.sent_to(blocked).len(), 1);
+    let b = store
+        .subscriber_by_address(&Address::Telegram(blocked))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        matches!(&b.status, Status::Disabled(r) if r.contains("blocked")),
+        "{:?}",
+        b.status
+    );
+    // Migrated group: the stored id follows, and the digest goes to the new id.
+    assert!(
+        store
+            .subscriber_by_address(&Address::Telegram(new_group))
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert_eq!(texts(&mock, new_group), expected);
+    // Rejected HTML: resent once as plain text, then the rest as HTML.
+    let bad = mock.sent_to(bad_html);
+    assert_eq!(bad[0].body["parse_mode"], "HTML");
+    assert!(bad[1].body.get("parse_mode").is_none());
+    assert_eq!(bad.len(), expected.len() + 1);
+    let list = String::from_utf8_lossy(&kdigest(&["subscribers", "list"]).stdout).to_string();
+    assert!(
+        list.contains("disabled: A Telegram's error: Forbidden: bot was blocked by the user"),
+        "{list}"
+    );
+}

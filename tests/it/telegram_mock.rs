@@ -1,0 +1,305 @@
+//! A loopback Bot API: scripted getUpdates, per-chat failure modes for sendMessage, and a
+//! check of every request against ../shared/reference/platform/telegram-bot-api.json.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Json;
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use serde_json::{Value, json};
+
+use crate::helpers::{reference_dir, telegram_html_problems};
+
+pub const TOKEN: &str = "123456:TEST-token_secret";
+
+/// How sendMessage answers for one chat.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChatMode {
+    Ok,
+    Blocked,
+    /// 429 with retry_after 1 on the first message, then fine.
+    RateLimitedOnce,
+    /// "group chat was upgraded": migrate to this id.
+    MigrateTo(i64),
+    /// Rejects the first HTML message as unparsable.
+    BadHtmlOnce,
+}
+
+#[derive(Clone, Debug)]
+pub struct Call {
+    pub method: String,
+    pub body: Value,
+    pub at: Instant,
+}
+
+#[derive(Default)]
+pub struct Mock {
+    pub calls: Mutex<Vec<Call>>,
+    pub problems: Mutex<Vec<String>>,
+    pub updates: Mutex<VecDeque<Value>>,
+    pub modes: Mutex<BTreeMap<i64, ChatMode>>,
+    /// User ids that are group admins.
+    pub admins: Mutex<Vec<i64>>,
+    spec: Value,
+    served: Mutex<BTreeMap<i64, usize>>,
+}
+
+impl Mock {
+    pub fn sent_to(&self, chat: i64) -> Vec<Call> {
+        self.calls
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|c| c.method == "SendMessage" && c.body["chat_id"].as_i64() == Some(chat))
+            .cloned()
+            .collect()
+    }
+
+    pub fn calls_of(&self, method: &str) -> Vec<Call> {
+        self.calls
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|c| c.method == method)
+            .cloned()
+            .collect()
+    }
+}
+
+pub async fn spawn_mock() -> (String, Arc<Mock>) {
+    let spec_text =
+        std::fs::read_to_string(reference_dir().join("platform/telegram-bot-api.json")).unwrap();
+    let mock = Arc::new(Mock {
+        spec: serde_json::from_str(&spec_text).unwrap(),
+        ..Mock::default()
+    });
+    let app = Router::new()
+        .route("/{bot}/{method}", post(api))
+        .with_state(mock.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (base, mock)
+}
+
+fn ok(result: Value) -> Response {
+    Json(json!({"ok": true, "result": result})).into_response()
+}
+
+fn error(code: u16, description: &str, parameters: Option<Value>) -> Response {
+    let mut body = json!({"ok": false, "error_code": code, "description": description});
+    if let Some(p) = parameters {
+        body["parameters"] = p;
+    }
+    (axum::http::StatusCode::from_u16(code).unwrap(), Json(body)).into_response()
+}
+
+pub fn chat_json(id: i64) -> Value {
+    if id < 0 {
+        json!({"id": id, "type": "supergroup", "title": "Kernel hackers"})
+    } else {
+        json!({"id": id, "type": "private", "first_name": "Alice"})
+    }
+}
+
+pub fn message_json(id: i64, chat: i64, text: &str) -> Value {
+    json!({"message_id": id, "date": 1_761_500_000, "chat": chat_json(chat), "text": text})
+}
+
+async fn api(
+    State(mock): State<Arc<Mock>>,
+    Path((bot, method)): Path<(String, String)>,
+    body: axum::body::Bytes,
+) -> Response {
+    let body: Value = if body.is_empty() {
+        json!({})
+    } else {
+        serde_json::from_slice(&body).unwrap_or(json!({}))
+    };
+    if bot != format!("bot{TOKEN}") {
+        return error(401, "Unauthorized", None);
+    }
+    let problems = check_against_spec(&mock.spec, &method, &body);
+    mock.problems.lock().unwrap().extend(problems);
+    mock.calls.lock().unwrap().push(Call {
+        method: method.clone(),
+        body: body.clone(),
+        at: Instant::now(),
+    });
+    match method.as_str() {
+        "GetMe" => ok(json!({
+            "id": 42, "is_bot": true, "first_name": "kdigest", "username": "kdigest_bot",
+            "can_join_groups": true, "can_read_all_group_messages": false, "supports_inline_queries": false,
+            "can_connect_to_business": false, "has_main_web_app": false
+        })),
+        "GetUpdates" => {
+            let next: Vec<Value> = mock
+                .updates
+                .lock()
+                .unwrap()
+                .pop_front()
+                .into_iter()
+                .collect();
+            if next.is_empty() {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            ok(Value::Array(next))
+        }
+        "SetMyCommands" | "AnswerCallbackQuery" | "DeleteWebhook" => ok(json!(true)),
+        "GetChatMember" => {
+            let user = body["user_id"].as_i64().unwrap_or(0);
+            let status = if mock.admins.lock().unwrap().contains(&user) {
+                "creator"
+            } else {
+                "member"
+            };
+            let mut member =
+                json!({"status": status, "user": {"id": user, "is_bot": false, "first_name": "U"}});
+            if status == "creator" {
+                member["is_anonymous"] = json!(false);
+            }
+            ok(member)
+        }
+        "EditMessageReplyMarkup" => {
+            let chat = body["chat_id"].as_i64().unwrap_or(0);
+            ok(message_json(
+                body["message_id"].as_i64().unwrap_or(1),
+                chat,
+                "layers",
+            ))
+        }
+        "SendMessage" => {
+            let chat = body["chat_id"].as_i64().unwrap_or(0);
+            let n = {
+                let mut served = mock.served.lock().unwrap();
+                let n = served.entry(chat).or_default();
+                *n += 1;
+                *n
+            };
+            let mode = mock
+                .modes
+                .lock()
+                .unwrap()
+                .get(&chat)
+                .copied()
+                .unwrap_or(ChatMode::Ok);
+            match mode {
+                ChatMode::Blocked => error(403, "Forbidden: bot was blocked by the user", None),
+                ChatMode::RateLimitedOnce if n == 1 => error(
+                    429,
+                    "Too Many Requests: retry after 1",
+                    Some(json!({"retry_after": 1})),
+                ),
+                ChatMode::MigrateTo(new) => error(
+                    400,
+                    "Bad Request: group chat was upgraded to a supergroup chat",
+                    Some(json!({"migrate_to_chat_id": new})),
+                ),
+                ChatMode::BadHtmlOnce if n == 1 => error(
+                    400,
+                    "Bad Request: can't parse entities: Unsupported start tag \"p\" at byte offset 0",
+                    None,
+                ),
+                _ => ok(message_json(
+                    n as i64,
+                    chat,
+                    body["text"].as_str().unwrap_or(""),
+                )),
+            }
+        }
+        other => error(
+            404,
+            &format!("Not Found: method {other} is not mocked"),
+            None,
+        ),
+    }
+}
+
+/// teloxide sends PascalCase method names; the spec uses camelCase.
+fn check_against_spec(spec: &Value, method: &str, body: &Value) -> Vec<String> {
+    let name = format!("{}{}", method[..1].to_lowercase(), &method[1..]);
+    let Some(m) = spec["methods"].get(&name) else {
+        return vec![format!("{method}: not a Bot API method")];
+    };
+    let fields = m["fields"].as_array().cloned().unwrap_or_default();
+    let mut problems = Vec::new();
+    for f in &fields {
+        let field = f["name"].as_str().unwrap_or("");
+        if f["required"].as_bool() == Some(true) && body.get(field).is_none() {
+            problems.push(format!("{name}: required parameter {field} missing"));
+        }
+    }
+    if let Some(obj) = body.as_object() {
+        for (key, value) in obj {
+            let Some(f) = fields.iter().find(|f| f["name"] == *key) else {
+                problems.push(format!("{name}: {key} is not a parameter of this method"));
+                continue;
+            };
+            let types: Vec<&str> = f["types"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(Value::as_str)
+                .collect();
+            let fits = types.iter().any(|t| match *t {
+                "Integer" => value.is_i64() || value.is_u64(),
+                "Float" => value.is_number(),
+                "String" => value.is_string(),
+                "Boolean" => value.is_boolean(),
+                t if t.starts_with("Array of") => value.is_array(),
+                _ => value.is_object(),
+            });
+            if !fits {
+                problems.push(format!(
+                    "{name}: {key} = {value} does not have type {types:?}"
+                ));
+            }
+        }
+    }
+    if name == "sendMessage" {
+        let text = body["text"].as_str().unwrap_or("");
+        if body["parse_mode"] == "HTML" {
+            problems.extend(
+                telegram_html_problems(text)
+                    .into_iter()
+                    .map(|p| format!("sendMessage: {p}")),
+            );
+        } else if text.is_empty() || text.encode_utf16().count() > 4096 {
+            problems.push("sendMessage: text outside 1..=4096".into());
+        }
+        if body["link_preview_options"]["is_disabled"] != true {
+            problems.push("sendMessage: link previews must be off".into());
+        }
+    }
+    problems
+}
+
+pub fn text_update(update_id: i64, chat: i64, user: i64, text: &str) -> Value {
+    json!({
+        "update_id": update_id,
+        "message": {
+            "message_id": update_id,
+            "date": 1_761_500_000,
+            "chat": chat_json(chat),
+            "from": {"id": user, "is_bot": false, "first_name": "User", "language_code": "en"},
+            "text": text,
+        }
+    })
+}
+
+pub fn callback_update(update_id: i64, chat: i64, user: i64, data: &str) -> Value {
+    json!({
+        "update_id": update_id,
+        "callback_query": {
+            "id": format!("cb{update_id}"),
+            "from": {"id": user, "is_bot": false, "first_name": "User"},
+            "message": message_json(77, chat, "layers"),
+            "chat_instance": "1",
+            "data": data,
+        }
+    })
+}
