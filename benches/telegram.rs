@@ -1,0 +1,129 @@
+//! `cargo bench --bench telegram`: Telegram fan-out to 1,000 subscribers against a loopback
+//! Bot API that enforces 30 messages/s overall and 1/s per chat, answering 429 with
+//! retry_after beyond that. Reports the sustained rate, 429s provoked and duplicates.
+
+mod common;
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Json;
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use chrono::Utc;
+use kdigest::config::Config;
+use kdigest::deliver::engine::{Engine, Until};
+use kdigest::metrics::Metrics;
+use kdigest::model::{Filter, Score};
+use kdigest::store::{NewSubscriber, Store};
+use kdigest::subscriber::{Address, Status};
+use serde_json::{Value, json};
+
+#[derive(Default)]
+struct Api {
+    window: Mutex<VecDeque<Instant>>,
+    last_per_chat: Mutex<HashMap<i64, Instant>>,
+    delivered: Mutex<HashMap<i64, usize>>,
+    ok: AtomicUsize,
+    rejected: AtomicUsize,
+    first: Mutex<Option<Instant>>,
+    last: Mutex<Option<Instant>>,
+}
+
+async fn send(
+    State(api): State<Arc<Api>>,
+    Path((_bot, _method)): Path<(String, String)>,
+    Json(body): Json<Value>,
+) -> Response {
+    let chat = body["chat_id"].as_i64().unwrap_or(0);
+    let now = Instant::now();
+    let too_many = || {
+        (axum::http::StatusCode::TOO_MANY_REQUESTS, Json(json!({"ok": false, "error_code": 429, "description": "Too Many Requests: retry after 1", "parameters": {"retry_after": 1}})))
+            .into_response()
+    };
+    {
+        let mut last = api.last_per_chat.lock().unwrap();
+        if last
+            .get(&chat)
+            .is_some_and(|t| now.duration_since(*t) < Duration::from_millis(1000))
+        {
+            api.rejected.fetch_add(1, Ordering::Relaxed);
+            return too_many();
+        }
+        let mut w = api.window.lock().unwrap();
+        while w
+            .front()
+            .is_some_and(|t| now.duration_since(*t) >= Duration::from_secs(1))
+        {
+            w.pop_front();
+        }
+        if w.len() >= 30 {
+            api.rejected.fetch_add(1, Ordering::Relaxed);
+            return too_many();
+        }
+        w.push_back(now);
+        last.insert(chat, now);
+    }
+    *api.delivered.lock().unwrap().entry(chat).or_default() += 1;
+    api.ok.fetch_add(1, Ordering::Relaxed);
+    api.first.lock().unwrap().get_or_insert(now);
+    *api.last.lock().unwrap() = Some(now);
+    Json(json!({"ok": true, "result": {"message_id": 1, "date": 0, "chat": {"id": chat, "type": "private", "first_name": "A"}, "text": "x"}}))
+        .into_response()
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--test") {
+        return;
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let api = Arc::new(Api::default());
+        let app = Router::new().route("/{bot}/{method}", post(send)).with_state(api.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+
+        let dir = tempfile::tempdir().unwrap();
+        let feeds = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/feeds");
+        let text = kdigest::demo::DEMO_CONFIG.replace("{base}", &format!("file://{}", feeds.display()));
+        unsafe { std::env::set_var("KDIGEST_BENCH_TG_TOKEN", "123:bench") };
+        let mut config = Config::parse(&format!("{text}\n[telegram]\napi_url = \"{base}\"\ntoken_env = \"KDIGEST_BENCH_TG_TOKEN\"\n")).unwrap();
+        config.storage.path = dir.path().join("bench.sqlite");
+        let store = Store::open(&config.storage.path).await.unwrap();
+        let digest = kdigest::pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {}).await.unwrap();
+        // A threshold that leaves the top event: one Telegram message per subscriber.
+        let filter = Filter { layers: Default::default(), min_score: Score::from_f64(88.0) };
+        let addresses: Vec<Address> = (1..=1000).map(Address::Telegram).collect();
+        let rows: Vec<NewSubscriber> = addresses
+            .iter()
+            .map(|a| NewSubscriber { address: a, filter: &filter, language: "zh-CN", status: &Status::Active, notify_empty: false })
+            .collect();
+        store.add_subscribers(&rows, Utc::now()).await.unwrap();
+        let engine = Arc::new(Engine::new(store.clone(), &config, Arc::new(Metrics::default())).unwrap());
+        engine.plan(&digest).await.unwrap();
+        let (_tx, rx) = tokio::sync::watch::channel(false);
+        let t = Instant::now();
+        engine.run(Until::Idle { max_wait: Duration::from_secs(30) }, rx).await.unwrap();
+        let elapsed = t.elapsed().as_secs_f64();
+        let ok = api.ok.load(Ordering::Relaxed);
+        let span = api.last.lock().unwrap().unwrap().duration_since(api.first.lock().unwrap().unwrap()).as_secs_f64();
+        let delivered = api.delivered.lock().unwrap();
+        let duplicates: usize = delivered.values().map(|n| n.saturating_sub(1)).sum();
+        println!(
+            "telegram: {ok} messages to {} chats in {elapsed:.1} s; sustained {:.2} msg/s (first to last message); 429s provoked {}; duplicates {duplicates}; chats missing {}",
+            delivered.len(),
+            (ok - 1) as f64 / span,
+            api.rejected.load(Ordering::Relaxed),
+            1000 - delivered.len()
+        );
+        println!("telegram: peak RSS {:.0} MiB", common::peak_rss_mib());
+    });
+}
