@@ -289,6 +289,8 @@ pub struct RawTelegram {
     pub poll_timeout_secs: u32,
     pub digest_cooldown_secs: u64,
     pub group_per_minute: f64,
+    /// Public base URL of this kdigest; set it to receive updates by webhook instead of polling.
+    pub webhook_url: Option<String>,
 }
 
 impl Default for RawTelegram {
@@ -301,6 +303,7 @@ impl Default for RawTelegram {
             poll_timeout_secs: 10,
             digest_cooldown_secs: 30,
             group_per_minute: 20.0,
+            webhook_url: None,
         }
     }
 }
@@ -338,6 +341,8 @@ pub struct TelegramConfig {
     pub digest_cooldown: Duration,
     /// Messages per minute to one group (Telegram allows about 20).
     pub group_per_minute: f64,
+    /// Public base URL for webhook mode; None means long polling.
+    pub webhook_url: Option<url::Url>,
 }
 
 #[derive(Debug, Clone)]
@@ -1175,7 +1180,17 @@ fn validate_telegram(raw: RawTelegram, problems: &mut Vec<String>) -> TelegramCo
             raw.group_per_minute
         ));
     }
+    let webhook_url = raw.webhook_url.as_deref().and_then(|raw_url| match url::Url::parse(raw_url) {
+        Ok(u) if u.scheme() == "https" || u.host_str() == Some("127.0.0.1") => Some(u),
+        _ => {
+            problems.push(format!(
+                "telegram.webhook_url: \"{raw_url}\" is not an https URL; Telegram only calls https webhooks (leave it out to use long polling)"
+            ));
+            None
+        }
+    });
     TelegramConfig {
+        webhook_url,
         api_url,
         token_env: raw.token_env,
         bot: raw.bot,

@@ -161,8 +161,12 @@ async fn run_forever(
             )
         })?;
     tracing::info!(message = "Serving /healthz and /metrics", address = %config.daemon.listen);
+    // Admin /run requests; capacity one, so a request while one is pending is refused.
+    let (run_tx, mut run_rx) = tokio::sync::mpsc::channel::<()>(1);
+    let (bot, webhook_bot) = start_telegram_bot(config, store, run_tx, shutdown.clone()).await;
     let mut web_shutdown = shutdown.clone();
-    let web = tokio::spawn(crate::web::serve(listener, metrics.clone(), async move {
+    let router = crate::web::router(metrics.clone(), webhook_bot);
+    let web = tokio::spawn(crate::web::serve(listener, router, async move {
         let _ = web_shutdown.wait_for(|stop| *stop).await;
     }));
     let workers = {
@@ -170,9 +174,6 @@ async fn run_forever(
         let shutdown = shutdown.clone();
         tokio::spawn(async move { engine.run(Until::Shutdown, shutdown).await })
     };
-    // Admin /run requests; capacity one, so a request while one is pending is refused.
-    let (run_tx, mut run_rx) = tokio::sync::mpsc::channel::<()>(1);
-    let bot = spawn_telegram_bot(config, store, run_tx, shutdown.clone());
 
     // Catch-up: the most recent tick, once. Generation is skipped when its digest is stored
     // and planning is idempotent, so this also finishes a run that crashed after generating.
@@ -206,31 +207,54 @@ async fn run_forever(
     Ok(())
 }
 
-/// The Telegram command bot, when a token is set and `telegram.bot` is on.
-fn spawn_telegram_bot(
+type BotTask = Option<tokio::task::JoinHandle<anyhow::Result<()>>>;
+
+/// The Telegram command bot, when a token is set and `telegram.bot` is on: a polling task,
+/// or (with `telegram.webhook_url`) the bot for the web server's webhook route.
+async fn start_telegram_bot(
     config: &Config,
     store: &Store,
     runs: crate::bot::handlers::RunTrigger,
     shutdown: watch::Receiver<bool>,
-) -> Option<tokio::task::JoinHandle<anyhow::Result<()>>> {
+) -> (BotTask, Option<Arc<crate::bot::telegram::TelegramBot>>) {
     if !config.telegram.bot {
-        return None;
+        return (None, None);
     }
     let bot = match crate::deliver::telegram::bot(&config.telegram) {
         Ok(bot) => bot,
         Err(_) => {
             tracing::info!(message = "No Telegram token; the Telegram bot is off", variable = %config.telegram.token_env);
-            return None;
+            return (None, None);
         }
     };
-    let telegram = crate::bot::telegram::TelegramBot::new(
+    let mut telegram = crate::bot::telegram::TelegramBot::new(
         bot,
         store.clone(),
         Arc::new(config.clone()),
         Some(runs),
     );
-    tracing::info!(message = "Telegram bot polling for commands");
-    Some(tokio::spawn(telegram.poll(shutdown)))
+    match &config.telegram.webhook_url {
+        None => {
+            tracing::info!(message = "Telegram bot polling for commands");
+            (Some(tokio::spawn(telegram.poll(shutdown))), None)
+        }
+        Some(url) => {
+            let ready = async {
+                telegram.init().await?;
+                telegram.use_webhook(url).await
+            };
+            match ready.await {
+                Ok(()) => {
+                    tracing::info!(message = "Telegram bot receiving commands by webhook", url = %url);
+                    (None, Some(Arc::new(telegram)))
+                }
+                Err(error) => {
+                    tracing::error!(message = "Cannot set up the Telegram webhook; the bot is off", error = %format!("{error:#}"));
+                    (None, None)
+                }
+            }
+        }
+    }
 }
 
 fn log_tick_error(result: anyhow::Result<()>) {

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use chrono::Utc;
 use teloxide::payloads::{
     EditMessageReplyMarkupSetters, GetUpdatesSetters, SendMessageSetters, SetMyCommandsSetters,
+    SetWebhookSetters,
 };
 use teloxide::prelude::*;
 use teloxide::types::{
@@ -24,6 +25,9 @@ use crate::locale::Locale;
 use crate::render::Renderer;
 use crate::store::Store;
 use crate::subscriber::Address;
+
+/// Where the web server receives webhook updates.
+pub const WEBHOOK_PATH: &str = "/telegram/webhook";
 
 /// Callback data of the layer keyboard: `layer:<name>`, or `layer:*` for all layers.
 const LAYER_PREFIX: &str = "layer:";
@@ -75,9 +79,8 @@ impl TelegramBot {
         Ok(())
     }
 
-    /// Long polling until shutdown. Each update is handled on its own; one failing update
-    /// is logged and skipped.
-    pub async fn poll(mut self, mut shutdown: watch::Receiver<bool>) -> anyhow::Result<()> {
+    /// Learns the bot's username (for `/cmd@name` in groups) and registers the menu.
+    pub async fn init(&mut self) -> anyhow::Result<()> {
         let me = self
             .bot
             .get_me()
@@ -86,6 +89,39 @@ impl TelegramBot {
         self.username = me.user.username.clone();
         if let Err(error) = self.register_commands().await {
             tracing::warn!(message = "Cannot register the command menu", %error);
+        }
+        Ok(())
+    }
+
+    /// The secret Telegram sends back in `X-Telegram-Bot-Api-Secret-Token` on webhook
+    /// calls; derived from the token so there is no second secret to manage.
+    pub fn webhook_secret(&self) -> String {
+        use sha2::{Digest as _, Sha256};
+        crate::parse::hex(
+            &Sha256::digest(format!("kdigest-telegram-webhook/{}", self.bot.token()).as_bytes())
+                [..16],
+        )
+    }
+
+    /// Webhook mode: Telegram posts updates to `<public_url>/telegram/webhook`.
+    pub async fn use_webhook(&self, public_url: &url::Url) -> anyhow::Result<()> {
+        let url = public_url.join(WEBHOOK_PATH.trim_start_matches('/'))?;
+        self.bot
+            .set_webhook(url)
+            .secret_token(self.webhook_secret())
+            .allowed_updates(vec![AllowedUpdate::Message, AllowedUpdate::CallbackQuery])
+            .await
+            .map_err(|e| anyhow::anyhow!("setWebhook failed: {}", redact_token(&e.to_string())))?;
+        Ok(())
+    }
+
+    /// Long polling until shutdown. Each update is handled on its own; one failing update
+    /// is logged and skipped.
+    pub async fn poll(mut self, mut shutdown: watch::Receiver<bool>) -> anyhow::Result<()> {
+        self.init().await?;
+        // A webhook left from webhook mode would make getUpdates fail.
+        if let Err(error) = self.bot.delete_webhook().await {
+            tracing::warn!(message = "deleteWebhook failed", error = %redact_token(&error.to_string()));
         }
         let mut offset: i32 = 0;
         loop {

@@ -1,18 +1,26 @@
-//! The daemon's HTTP side: `/healthz` and Prometheus `/metrics`. The blog, Atom feed,
-//! sign-up and interaction endpoints of later issues mount on this router.
+//! The daemon's HTTP side: `/healthz`, Prometheus `/metrics` and, in Telegram webhook mode,
+//! `/telegram/webhook`. The blog, Atom feed, sign-up and interaction endpoints of later
+//! issues mount on this router.
 
 use std::sync::Arc;
 
 use axum::Router;
+use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::header;
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::IntoResponse;
-use axum::routing::get;
+use axum::routing::{get, post};
 
+use crate::bot::telegram::{TelegramBot, WEBHOOK_PATH};
+use crate::deliver::telegram::redact_token;
 use crate::metrics::Metrics;
 
-pub fn router(metrics: Arc<Metrics>) -> Router {
-    Router::new()
+pub fn router(metrics: Arc<Metrics>, telegram: Option<Arc<TelegramBot>>) -> Router {
+    let mut router = Router::new();
+    if let Some(bot) = telegram {
+        router = router.route(WEBHOOK_PATH, post(telegram_webhook).with_state(bot));
+    }
+    router
         .route("/healthz", get(|| async { "ok\n" }))
         .route(
             "/metrics",
@@ -27,13 +35,42 @@ pub fn router(metrics: Arc<Metrics>) -> Router {
         .with_state(metrics)
 }
 
+/// Telegram webhook mode: checks the secret header, answers at once and handles the update
+/// in the background (Telegram retries webhooks that answer slowly).
+async fn telegram_webhook(
+    State(bot): State<Arc<TelegramBot>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> StatusCode {
+    let secret = headers
+        .get("x-telegram-bot-api-secret-token")
+        .and_then(|v| v.to_str().ok());
+    if secret != Some(bot.webhook_secret().as_str()) {
+        return StatusCode::UNAUTHORIZED;
+    }
+    match serde_json::from_slice::<teloxide::types::Update>(&body) {
+        Ok(update) => {
+            tokio::spawn(async move {
+                if let Err(error) = bot.handle_update(update.kind).await {
+                    tracing::warn!(message = "Telegram update failed", error = %redact_token(&format!("{error:#}")));
+                }
+            });
+            StatusCode::OK
+        }
+        Err(error) => {
+            tracing::warn!(message = "Webhook body is not a Telegram update", %error);
+            StatusCode::BAD_REQUEST
+        }
+    }
+}
+
 /// Serves until `shutdown` resolves.
 pub async fn serve(
     listener: tokio::net::TcpListener,
-    metrics: Arc<Metrics>,
+    router: Router,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(metrics))
+    axum::serve(listener, router)
         .with_graceful_shutdown(shutdown)
         .await
 }

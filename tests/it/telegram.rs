@@ -326,3 +326,68 @@ async fn run_once_delivers_to_telegram_chats_and_handles_each_failure_on_its_own
         "{list}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhook_mode_accepts_signed_updates_only() {
+    let feeds = spawn_feed_server().await;
+    let (api, mock) = spawn_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let env = "KDIGEST_TEST_TG_TOKEN_HOOK";
+    unsafe { std::env::set_var(env, TOKEN) };
+    let extra = format!("[telegram]\napi_url = \"{api}\"\ntoken_env = \"{env}\"\n");
+    let config = fixture_config(&format!("{}/feeds", feeds.base), dir.path(), &extra);
+    let store = open_store(&config).await;
+    let mut bot = TelegramBot::new(
+        deliver::telegram::bot(&config.telegram).unwrap(),
+        store,
+        Arc::new(config.clone()),
+        None,
+    );
+    bot.init().await.unwrap();
+    let public: url::Url = "https://digest.example.org/".parse().unwrap();
+    bot.use_webhook(&public).await.unwrap();
+    let set = mock.calls_of("SetWebhook");
+    assert_eq!(
+        set[0].body["url"],
+        "https://digest.example.org/telegram/webhook"
+    );
+    let secret = set[0].body["secret_token"].as_str().unwrap().to_string();
+    assert!(
+        !secret.contains("TEST-token"),
+        "the secret is derived, not the token itself"
+    );
+
+    let router = kdigest::web::router(
+        Arc::new(kdigest::metrics::Metrics::default()),
+        Some(Arc::new(bot)),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    let client = reqwest::Client::new();
+    let post = |secret: &str, update: serde_json::Value| {
+        client
+            .post(format!("{base}/telegram/webhook"))
+            .header("X-Telegram-Bot-Api-Secret-Token", secret)
+            .json(&update)
+            .send()
+    };
+    let forged = post("wrong", text_update(1, 1001, 1, "/start"))
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), 401);
+    let real = post(&secret, text_update(2, 1002, 1, "/start"))
+        .await
+        .unwrap();
+    assert_eq!(real.status(), 200);
+    let started = Instant::now();
+    while mock.sent_to(1002).is_empty() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "no reply to the webhook update"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(mock.sent_to(1001).is_empty(), "a forged update is ignored");
+    assert_eq!(mock.problems.lock().unwrap().clone(), Vec::<String>::new());
+}

@@ -110,16 +110,48 @@ pub fn message_json(id: i64, chat: i64, text: &str) -> Value {
     json!({"message_id": id, "date": 1_761_500_000, "chat": chat_json(chat), "text": text})
 }
 
+/// teloxide sends most methods as JSON and a few (setWebhook) as multipart forms.
+fn request_body(headers: &axum::http::HeaderMap, body: &[u8]) -> Value {
+    let content_type = headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let Some(boundary) = content_type.split("boundary=").nth(1) else {
+        return if body.is_empty() {
+            json!({})
+        } else {
+            serde_json::from_slice(body).unwrap_or(json!({}))
+        };
+    };
+    let text = String::from_utf8_lossy(body);
+    let mut fields = serde_json::Map::new();
+    for part in text.split(&format!("--{boundary}")) {
+        let Some((head, value)) = part.split_once("\r\n\r\n") else {
+            continue;
+        };
+        let Some(name) = head
+            .split("name=\"")
+            .nth(1)
+            .and_then(|n| n.split('"').next())
+        else {
+            continue;
+        };
+        let value = value.trim_end_matches("\r\n");
+        fields.insert(
+            name.to_string(),
+            serde_json::from_str(value).unwrap_or(Value::String(value.to_string())),
+        );
+    }
+    Value::Object(fields)
+}
+
 async fn api(
     State(mock): State<Arc<Mock>>,
     Path((bot, method)): Path<(String, String)>,
+    headers: axum::http::HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
-    let body: Value = if body.is_empty() {
-        json!({})
-    } else {
-        serde_json::from_slice(&body).unwrap_or(json!({}))
-    };
+    let body = request_body(&headers, &body);
     if bot != format!("bot{TOKEN}") {
         return error(401, "Unauthorized", None);
     }
@@ -149,7 +181,7 @@ async fn api(
             }
             ok(Value::Array(next))
         }
-        "SetMyCommands" | "AnswerCallbackQuery" | "DeleteWebhook" => ok(json!(true)),
+        "SetMyCommands" | "AnswerCallbackQuery" | "DeleteWebhook" | "SetWebhook" => ok(json!(true)),
         "GetChatMember" => {
             let user = body["user_id"].as_i64().unwrap_or(0);
             let status = if mock.admins.lock().unwrap().contains(&user) {
