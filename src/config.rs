@@ -1167,6 +1167,17 @@ fn validate_telegram(raw: RawTelegram, problems: &mut Vec<String>) -> TelegramCo
             url::Url::parse("https://api.telegram.org").expect("static URL")
         }
     };
+    if raw.token_env.is_empty()
+        || !raw
+            .token_env
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_')
+    {
+        problems.push(format!(
+            "telegram.token_env: \"{}\" is not an environment variable name; the token itself never goes in config.toml",
+            raw.token_env
+        ));
+    }
     // teloxide's client gives up after 17 s, so a long poll must end before that.
     if !(1..=15).contains(&raw.poll_timeout_secs) {
         problems.push(format!(

@@ -102,16 +102,17 @@ pub async fn handle(command: Command, ctx: &Ctx<'_>) -> anyhow::Result<Reply> {
             if !ctx.can_manage {
                 return Ok(manage_denied());
             }
-            let min_score = min_score.unwrap_or(ctx.config.digest.min_score);
             match subscriber {
                 Some(mut s) => {
-                    let changed = !layers.is_empty()
-                        || min_score != s.filter.min_score
-                        || s.status != Status::Active;
+                    // Only what is given changes; a bare /subscribe re-activates and confirms.
+                    let changed =
+                        !layers.is_empty() || min_score.is_some() || s.status != Status::Active;
                     if !layers.is_empty() {
                         s.filter.layers = layers;
                     }
-                    s.filter.min_score = min_score;
+                    if let Some(score) = min_score {
+                        s.filter.min_score = score;
+                    }
                     ctx.store.update_subscriber(&s, ctx.now).await?;
                     ctx.store
                         .set_subscriber_status(s.id, &Status::Active, ctx.now)
@@ -130,6 +131,7 @@ pub async fn handle(command: Command, ctx: &Ctx<'_>) -> anyhow::Result<Reply> {
                     ))
                 }
                 None => {
+                    let min_score = min_score.unwrap_or(ctx.config.digest.min_score);
                     let filter = Filter { layers, min_score };
                     ctx.store
                         .add_subscriber(
@@ -185,6 +187,7 @@ pub async fn handle(command: Command, ctx: &Ctx<'_>) -> anyhow::Result<Reply> {
                 ),
                 selected: s.filter.layers.clone(),
                 all: ctx.layer_names().iter().map(|l| l.to_string()).collect(),
+                language: s.language.clone(),
             })
         }
         Command::Threshold(new) => {

@@ -81,6 +81,7 @@ pub enum Reply {
         text: String,
         selected: BTreeSet<String>,
         all: Vec<String>,
+        language: String,
     },
 }
 

@@ -118,7 +118,14 @@ impl TelegramBot {
     /// Long polling until shutdown. Each update is handled on its own; one failing update
     /// is logged and skipped.
     pub async fn poll(mut self, mut shutdown: watch::Receiver<bool>) -> anyhow::Result<()> {
-        self.init().await?;
+        // A network blip or a bad token at start must not end the bot silently.
+        while let Err(error) = self.init().await {
+            tracing::error!(message = "Telegram bot cannot start; retrying in 30 s", error = %redact_token(&format!("{error:#}")));
+            tokio::select! {
+                _ = tokio::time::sleep(std::time::Duration::from_secs(30)) => {}
+                _ = shutdown.wait_for(|stop| *stop) => return Ok(()),
+            }
+        }
         // A webhook left from webhook mode would make getUpdates fail.
         if let Err(error) = self.bot.delete_webhook().await {
             tracing::warn!(message = "deleteWebhook failed", error = %redact_token(&error.to_string()));
@@ -180,6 +187,14 @@ impl TelegramBot {
         Ok(member.is_privileged())
     }
 
+    fn addressed_to_me(&self, text: &str) -> bool {
+        let head = text.split_whitespace().next().unwrap_or("");
+        self.username.as_deref().is_some_and(|me| {
+            head.to_lowercase()
+                .ends_with(&format!("@{}", me.to_lowercase()))
+        })
+    }
+
     fn is_owner(&self, user: Option<&teloxide::types::User>) -> bool {
         user.is_some_and(|u| self.config.telegram.admins.contains(&(u.id.0 as i64)))
     }
@@ -192,6 +207,15 @@ impl TelegramBot {
         let command = match parse(text, self.username.as_deref(), &layers) {
             Ok(Some(c)) => c,
             Ok(None) => return Ok(()),
+            // In groups an unknown /command may be meant for another bot: answer it only when
+            // it names this bot.
+            Err(bad)
+                if bad.usage.is_none()
+                    && !message.chat.is_private()
+                    && !self.addressed_to_me(text) =>
+            {
+                return Ok(());
+            }
             Err(bad) => {
                 let address = Address::Telegram(message.chat.id.0);
                 let language = self
@@ -297,8 +321,9 @@ impl TelegramBot {
                 text,
                 selected,
                 all,
+                language,
             } => {
-                let t = Locale::builtin(&self.config.digest.language);
+                let t = Locale::load(&language, self.config.digest.templates_dir.as_deref())?;
                 let names: Vec<&str> = all.iter().map(String::as_str).collect();
                 self.bot
                     .send_message(chat, text)

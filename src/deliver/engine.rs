@@ -289,6 +289,19 @@ impl Engine {
                 .send(&subscriber.address, &messages[part], &c.id)
                 .await
             {
+                Err(SendError::Moved(address))
+                    if !moved && self.store.subscriber_by_address(&address).await?.is_some() =>
+                {
+                    // The new chat already has its own subscription: this one is obsolete.
+                    let reason = format!("Chat moved to {address}, which has its own subscription");
+                    self.metrics.delivery(channel.as_str(), "failed");
+                    self.store.mark_failed(&c.id, attempts, &reason).await?;
+                    return self
+                        .store
+                        .set_subscriber_status(subscriber.id, &Status::Disabled(reason), Utc::now())
+                        .await
+                        .map(|_| ());
+                }
                 Err(SendError::Moved(address)) if !moved => {
                     // The chat has a new id: remember it and send this part again, once.
                     tracing::info!(message = "Destination moved; updating the subscriber", from = %subscriber.address, to = %address);

@@ -101,6 +101,12 @@ pub fn classify(error: RequestError) -> SendError {
             | ApiError::CantTalkWithBots
             | ApiError::GroupDeactivated
             | ApiError::NotEnoughRightsToPostMessages => SendError::Permanent { reason },
+            // Errors teloxide does not know include the API's own 5xx answers: retry them
+            // (bounded by delivery.max_attempts).
+            ApiError::Unknown(_) => SendError::Transient {
+                reason,
+                retry_after: None,
+            },
             // Anything else is about this message (too long, bad markup): not worth a
             // retry, and no reason to drop the subscriber.
             _ => SendError::Failed { reason },
