@@ -1,0 +1,316 @@
+//! The raw configuration: what serde reads, with defaults, so an empty file is a working
+//! configuration. Validation (config/validate.rs, config/service.rs) turns it into `Config`.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use super::DEFAULT_LAYERS;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawDigest {
+    pub language: String,
+    pub timezone: String,
+    pub window_end: String,
+    pub window_hours: i64,
+    pub key_changes: usize,
+    pub min_score: f64,
+    pub title_similarity: f64,
+    pub templates_dir: Option<String>,
+}
+
+impl Default for RawDigest {
+    fn default() -> Self {
+        RawDigest {
+            language: "zh-CN".into(),
+            timezone: "Asia/Shanghai".into(),
+            window_end: "08:00".into(),
+            window_hours: 24,
+            key_changes: 3,
+            min_score: 60.0,
+            title_similarity: 0.8,
+            templates_dir: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSource {
+    pub name: String,
+    pub url: String,
+    pub kind: String,
+    #[serde(default = "one")]
+    pub weight: f64,
+    #[serde(default)]
+    pub max_items: Option<i64>,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLayer {
+    pub keywords: Vec<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawScore {
+    pub source: f64,
+    pub relevance: f64,
+    pub impact: f64,
+    pub corroboration: f64,
+    pub freshness: f64,
+}
+
+impl Default for RawScore {
+    fn default() -> Self {
+        RawScore {
+            source: 20.0,
+            relevance: 35.0,
+            impact: 30.0,
+            corroboration: 10.0,
+            freshness: 5.0,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawSummarize {
+    pub mode: String,
+    pub summary_chars: usize,
+    pub provider: String,
+    pub base_url: String,
+    pub model: String,
+    pub api_key_env: String,
+    pub timeout_secs: u64,
+    pub concurrency: usize,
+    pub retries: u32,
+}
+
+impl Default for RawSummarize {
+    fn default() -> Self {
+        RawSummarize {
+            mode: "extractive".into(),
+            summary_chars: 480,
+            provider: "deepseek".into(),
+            base_url: "https://api.deepseek.com".into(),
+            model: "deepseek-v4-flash".into(),
+            api_key_env: "KDIGEST_LLM_API_KEY".into(),
+            timeout_secs: 60,
+            concurrency: 4,
+            retries: 2,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawFetch {
+    pub concurrency: usize,
+    pub per_host_concurrency: usize,
+    pub timeout_secs: f64,
+    pub max_body_bytes: u64,
+    pub max_redirects: usize,
+    pub retries: u32,
+    pub user_agent: String,
+}
+
+impl Default for RawFetch {
+    fn default() -> Self {
+        RawFetch {
+            concurrency: 32,
+            per_host_concurrency: 4,
+            timeout_secs: 20.0,
+            max_body_bytes: 10 * 1024 * 1024,
+            max_redirects: 5,
+            retries: 2,
+            user_agent: concat!(
+                "kdigest/",
+                env!("CARGO_PKG_VERSION"),
+                " (daily GPU-kernel digest)"
+            )
+            .into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawStorage {
+    pub path: String,
+}
+
+impl Default for RawStorage {
+    fn default() -> Self {
+        RawStorage {
+            path: "data/kdigest.sqlite".into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawSchedule {
+    pub cron: String,
+    /// Defaults to digest.timezone.
+    pub timezone: Option<String>,
+}
+
+impl Default for RawSchedule {
+    fn default() -> Self {
+        RawSchedule {
+            cron: "0 8 * * *".into(),
+            timezone: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLimits {
+    pub per_sec: f64,
+    pub per_destination_per_sec: f64,
+    pub concurrency: usize,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawDelivery {
+    pub max_attempts: u32,
+    pub backoff_base_secs: f64,
+    pub backoff_max_secs: f64,
+    pub timeout_secs: f64,
+    pub webhook_secret_env: String,
+    pub telegram: RawLimits,
+    pub discord: RawLimits,
+    pub email: RawLimits,
+    pub webhook: RawLimits,
+}
+
+impl Default for RawDelivery {
+    fn default() -> Self {
+        // Platform limits from FACTS.md: Telegram 30 msg/s overall and 1/s per chat; Discord
+        // about 50 requests/s per bot and 5 per 5 s per channel; email kept gentle.
+        let limits = |per_sec, per_destination_per_sec, concurrency| RawLimits {
+            per_sec,
+            per_destination_per_sec,
+            concurrency,
+        };
+        RawDelivery {
+            max_attempts: 8,
+            backoff_base_secs: 2.0,
+            backoff_max_secs: 3600.0,
+            timeout_secs: 15.0,
+            webhook_secret_env: "KDIGEST_WEBHOOK_SECRET".into(),
+            telegram: limits(30.0, 1.0, 30),
+            discord: limits(40.0, 1.0, 10),
+            email: limits(10.0, 1.0, 4),
+            webhook: limits(100.0, 10.0, 32),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawDaemon {
+    pub listen: String,
+    pub log_format: String,
+    pub lease_secs: u64,
+}
+
+impl Default for RawDaemon {
+    fn default() -> Self {
+        RawDaemon {
+            listen: "127.0.0.1:9464".into(),
+            log_format: "text".into(),
+            lease_secs: 60,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawTelegram {
+    pub api_url: String,
+    pub token_env: String,
+    pub bot: bool,
+    pub admins: Vec<i64>,
+    pub poll_timeout_secs: u32,
+    pub digest_cooldown_secs: u64,
+    pub group_per_minute: f64,
+    /// Public base URL of this kdigest; set it to receive updates by webhook instead of polling.
+    pub webhook_url: Option<String>,
+}
+
+impl Default for RawTelegram {
+    fn default() -> Self {
+        RawTelegram {
+            api_url: "https://api.telegram.org".into(),
+            token_env: "KDIGEST_TELEGRAM_TOKEN".into(),
+            bot: true,
+            admins: Vec::new(),
+            poll_timeout_secs: 10,
+            digest_cooldown_secs: 30,
+            group_per_minute: 20.0,
+            webhook_url: None,
+        }
+    }
+}
+
+/// The bundled defaults: the same values as config.toml, so an empty file works.
+pub(super) fn default_sources() -> Vec<RawSource> {
+    let src = |name: &str, url: &str, kind: &str, weight: f64| RawSource {
+        name: name.into(),
+        url: url.into(),
+        kind: kind.into(),
+        weight,
+        max_items: None,
+    };
+    vec![
+        src(
+            "triton-lang/triton",
+            "https://github.com/triton-lang/triton/releases.atom",
+            "github_releases",
+            1.0,
+        ),
+        src(
+            "pytorch/pytorch",
+            "https://github.com/pytorch/pytorch/releases.atom",
+            "github_releases",
+            1.0,
+        ),
+        src(
+            "NVIDIA/cutlass",
+            "https://github.com/NVIDIA/cutlass/releases.atom",
+            "github_releases",
+            0.95,
+        ),
+        src("arXiv", DEFAULT_ARXIV_QUERY, "arxiv", 0.8),
+        src(
+            "NVIDIA",
+            "https://developer.nvidia.com/blog/feed/",
+            "blog",
+            0.8,
+        ),
+    ]
+}
+
+pub const DEFAULT_ARXIV_QUERY: &str = "https://export.arxiv.org/api/query?search_query=%28cat%3Acs.DC+OR+cat%3Acs.PL+OR+cat%3Acs.AR+OR+cat%3Acs.PF+OR+cat%3Acs.LG%29+AND+%28abs%3AGPU+OR+abs%3Akernel+OR+abs%3Acompiler%29&sortBy=submittedDate&sortOrder=descending&max_results=200";
+
+pub(super) fn default_layers() -> Vec<(String, RawLayer)> {
+    let table: BTreeMap<String, RawLayer> =
+        toml::from_str(DEFAULT_LAYERS_TOML).expect("built-in layers parse");
+    DEFAULT_LAYERS
+        .iter()
+        .map(|name| (name.to_string(), table[*name].clone()))
+        .collect()
+}
+
+/// Built-in layer keywords; config.toml repeats them so users can see and edit them.
+const DEFAULT_LAYERS_TOML: &str = include_str!("../default_layers.toml");

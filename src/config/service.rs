@@ -1,0 +1,215 @@
+//! Validation of the service sections: schedule, delivery, daemon and Telegram.
+
+use std::time::Duration;
+
+use chrono_tz::Tz;
+
+use super::raw::*;
+use super::*;
+
+/// Accepts crontab's 5 fields (minute hour day month weekday) and the cron crate's 6 or 7
+/// (with seconds first, optional year last).
+pub fn parse_cron(expression: &str) -> Result<cron::Schedule, String> {
+    use std::str::FromStr;
+    let fields = expression.split_whitespace().count();
+    let normalized = match fields {
+        5 => format!("0 {expression}"),
+        6 | 7 => expression.to_string(),
+        n => {
+            return Err(format!(
+                "has {n} fields; use 5 (\"0 8 * * *\") or 6 with seconds (\"0 0 8 * * *\")"
+            ));
+        }
+    };
+    cron::Schedule::from_str(&normalized).map_err(|e| format!("is not a cron expression ({e})"))
+}
+
+pub(super) fn validate_schedule(
+    raw: RawSchedule,
+    default_tz: Tz,
+    problems: &mut Vec<String>,
+) -> ScheduleConfig {
+    let timezone = match &raw.timezone {
+        None => default_tz,
+        Some(name) => name.parse::<Tz>().unwrap_or_else(|_| {
+            problems.push(format!(
+                "schedule.timezone: \"{name}\" is not an IANA time zone; use a name such as Asia/Shanghai or UTC"
+            ));
+            Tz::UTC
+        }),
+    };
+    let cron = parse_cron(&raw.cron).unwrap_or_else(|why| {
+        problems.push(format!("schedule.cron: \"{}\" {why}", raw.cron));
+        parse_cron("0 8 * * *").expect("default cron parses")
+    });
+    ScheduleConfig {
+        cron,
+        expression: raw.cron,
+        timezone,
+    }
+}
+
+pub(super) fn validate_delivery(raw: RawDelivery, problems: &mut Vec<String>) -> DeliveryConfig {
+    if !(1..=50).contains(&raw.max_attempts) {
+        problems.push(format!(
+            "delivery.max_attempts: {} is out of range; use 1 to 50",
+            raw.max_attempts
+        ));
+    }
+    for (key, v) in [
+        ("backoff_base_secs", raw.backoff_base_secs),
+        ("backoff_max_secs", raw.backoff_max_secs),
+        ("timeout_secs", raw.timeout_secs),
+    ] {
+        if !(v.is_finite() && v > 0.0 && v <= 86_400.0) {
+            problems.push(format!(
+                "delivery.{key}: {v} is out of range; use seconds in (0, 86400]"
+            ));
+        }
+    }
+    if raw.backoff_base_secs > raw.backoff_max_secs {
+        problems.push(format!(
+            "delivery.backoff_base_secs: {} is larger than delivery.backoff_max_secs ({})",
+            raw.backoff_base_secs, raw.backoff_max_secs
+        ));
+    }
+    if raw.webhook_secret_env.is_empty()
+        || !raw
+            .webhook_secret_env
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_')
+    {
+        problems.push(format!(
+            "delivery.webhook_secret_env: \"{}\" is not an environment variable name; the secret itself never goes in config.toml",
+            raw.webhook_secret_env
+        ));
+    }
+    let mut limits = |name: &str, l: RawLimits| {
+        if !(l.per_sec.is_finite() && l.per_sec > 0.0) {
+            problems.push(format!(
+                "delivery.{name}.per_sec: {} must be a positive number",
+                l.per_sec
+            ));
+        }
+        if !(l.per_destination_per_sec.is_finite() && l.per_destination_per_sec > 0.0) {
+            problems.push(format!(
+                "delivery.{name}.per_destination_per_sec: {} must be a positive number",
+                l.per_destination_per_sec
+            ));
+        }
+        if !(1..=1024).contains(&l.concurrency) {
+            problems.push(format!(
+                "delivery.{name}.concurrency: {} is out of range; use 1 to 1024",
+                l.concurrency
+            ));
+        }
+        ChannelLimits {
+            per_sec: l.per_sec.max(0.001),
+            per_destination_per_sec: l.per_destination_per_sec.max(0.001),
+            concurrency: l.concurrency.clamp(1, 1024),
+        }
+    };
+    let telegram = limits("telegram", raw.telegram);
+    let discord = limits("discord", raw.discord);
+    let email = limits("email", raw.email);
+    let webhook = limits("webhook", raw.webhook);
+    let secs = |v: f64| Duration::from_secs_f64(v.clamp(0.001, 86_400.0));
+    DeliveryConfig {
+        max_attempts: raw.max_attempts.clamp(1, 50),
+        backoff_base: secs(raw.backoff_base_secs),
+        backoff_max: secs(raw.backoff_max_secs),
+        timeout: secs(raw.timeout_secs),
+        webhook_secret_env: raw.webhook_secret_env,
+        telegram,
+        discord,
+        email,
+        webhook,
+    }
+}
+
+pub(super) fn validate_telegram(raw: RawTelegram, problems: &mut Vec<String>) -> TelegramConfig {
+    let api_url = match url::Url::parse(&raw.api_url) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") => u,
+        _ => {
+            problems.push(format!(
+                "telegram.api_url: \"{}\" is not an http(s) URL; the default is https://api.telegram.org",
+                raw.api_url
+            ));
+            url::Url::parse("https://api.telegram.org").expect("static URL")
+        }
+    };
+    if raw.token_env.is_empty()
+        || !raw
+            .token_env
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_')
+    {
+        problems.push(format!(
+            "telegram.token_env: \"{}\" is not an environment variable name; the token itself never goes in config.toml",
+            raw.token_env
+        ));
+    }
+    // teloxide's client gives up after 17 s, so a long poll must end before that.
+    if !(1..=15).contains(&raw.poll_timeout_secs) {
+        problems.push(format!(
+            "telegram.poll_timeout_secs: {} is out of range; use 1 to 15 (the HTTP client times out at 17 s)",
+            raw.poll_timeout_secs
+        ));
+    }
+    if !(raw.group_per_minute.is_finite() && raw.group_per_minute > 0.0) {
+        problems.push(format!(
+            "telegram.group_per_minute: {} must be a positive number",
+            raw.group_per_minute
+        ));
+    }
+    let webhook_url = raw.webhook_url.as_deref().and_then(|raw_url| match url::Url::parse(raw_url) {
+        Ok(u) if u.scheme() == "https" || u.host_str() == Some("127.0.0.1") => Some(u),
+        _ => {
+            problems.push(format!(
+                "telegram.webhook_url: \"{raw_url}\" is not an https URL; Telegram only calls https webhooks (leave it out to use long polling)"
+            ));
+            None
+        }
+    });
+    TelegramConfig {
+        webhook_url,
+        api_url,
+        token_env: raw.token_env,
+        bot: raw.bot,
+        admins: raw.admins,
+        poll_timeout_secs: raw.poll_timeout_secs.clamp(1, 15),
+        digest_cooldown: Duration::from_secs(raw.digest_cooldown_secs),
+        group_per_minute: raw.group_per_minute.max(0.001),
+    }
+}
+
+pub(super) fn validate_daemon(raw: RawDaemon, problems: &mut Vec<String>) -> DaemonConfig {
+    let listen = raw.listen.parse().unwrap_or_else(|_| {
+        problems.push(format!(
+            "daemon.listen: \"{}\" is not an address; use host:port such as 127.0.0.1:9464",
+            raw.listen
+        ));
+        std::net::SocketAddr::from(([127, 0, 0, 1], 9464))
+    });
+    let log_format = match raw.log_format.as_str() {
+        "text" => LogFormat::Text,
+        "json" => LogFormat::Json,
+        other => {
+            problems.push(format!(
+                "daemon.log_format: \"{other}\" is not a format; use text or json"
+            ));
+            LogFormat::Text
+        }
+    };
+    if !(5..=3600).contains(&raw.lease_secs) {
+        problems.push(format!(
+            "daemon.lease_secs: {} is out of range; use 5 to 3600",
+            raw.lease_secs
+        ));
+    }
+    DaemonConfig {
+        listen,
+        log_format,
+        lease: Duration::from_secs(raw.lease_secs.clamp(5, 3600)),
+    }
+}
