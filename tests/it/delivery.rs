@@ -357,7 +357,7 @@ async fn kill_9_during_fan_out_never_sends_a_second_copy() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_run_once_exits_with_a_clear_message_and_nothing_is_doubled() {
     let (hooks, receiver) = spawn_receiver().await;
-    *receiver.delay_ms.lock().unwrap() = 200;
+    *receiver.delay_ms.lock().unwrap() = 400;
     let dir = tempfile::tempdir().unwrap();
     let config = binary_config(dir.path());
     add_via_cli(&config, &hooks, 8);
