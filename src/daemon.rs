@@ -7,7 +7,7 @@ use std::time::Duration;
 use chrono::{DateTime, NaiveDate, Utc};
 use tokio::sync::watch;
 
-use crate::config::Config;
+use crate::config::{Config, Secret};
 use crate::deliver::engine::{Engine, Until};
 use crate::digest;
 use crate::metrics::Metrics;
@@ -165,7 +165,15 @@ async fn run_forever(
     let (run_tx, mut run_rx) = tokio::sync::mpsc::channel::<()>(1);
     let (bot, webhook_bot) = start_telegram_bot(config, store, run_tx, shutdown.clone()).await;
     let mut web_shutdown = shutdown.clone();
-    let router = crate::web::router(metrics.clone(), webhook_bot);
+    let discord_bot =
+        crate::bot::discord::DiscordBot::new(store.clone(), Arc::new(config.clone())).map(Arc::new);
+    if config.discord.register_commands
+        && Secret::from_env(&config.discord.token_env, "").is_ok()
+        && let Err(error) = crate::bot::discord::register_commands(config).await
+    {
+        tracing::error!(message = "Cannot register the Discord slash commands", error = %format!("{error:#}"));
+    }
+    let router = crate::web::router(metrics.clone(), webhook_bot, discord_bot);
     let web = tokio::spawn(crate::web::serve(listener, router, async move {
         let _ = web_shutdown.wait_for(|stop| *stop).await;
     }));

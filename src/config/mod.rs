@@ -77,6 +77,21 @@ pub struct Config {
     pub delivery: DeliveryConfig,
     pub daemon: DaemonConfig,
     pub telegram: TelegramConfig,
+    pub discord: DiscordConfig,
+}
+
+#[derive(Debug, Clone)]
+pub struct DiscordConfig {
+    /// Another API server (tests); None means Discord itself, with serenity's rate limiter.
+    pub api_url: Option<url::Url>,
+    /// Name of the environment variable holding the bot token.
+    pub token_env: String,
+    pub application_id: Option<u64>,
+    /// Register slash commands in this guild only (instant, for testing) instead of globally.
+    pub guild_id: Option<u64>,
+    /// The application's Ed25519 public key (hex): enables `/discord/interactions`.
+    pub public_key: Option<String>,
+    pub register_commands: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -256,6 +271,7 @@ const TOP_LEVEL_KEYS: &[&str] = &[
     "delivery",
     "daemon",
     "telegram",
+    "discord",
 ];
 
 impl Config {
@@ -280,6 +296,7 @@ impl Config {
         let delivery: RawDelivery = section(&table, "delivery", &mut problems);
         let daemon: RawDaemon = section(&table, "daemon", &mut problems);
         let telegram: RawTelegram = section(&table, "telegram", &mut problems);
+        let discord: RawDiscord = section(&table, "discord", &mut problems);
         let sources = raw_sources(&table, &mut problems);
         let layers = raw_layers(&table, &mut problems);
 
@@ -289,6 +306,7 @@ impl Config {
             delivery: validate_delivery(delivery, &mut problems),
             daemon: validate_daemon(daemon, &mut problems),
             telegram: validate_telegram(telegram, &mut problems),
+            discord: validate_discord(discord, &mut problems),
             digest,
             sources: validate_sources(sources, &mut problems),
             layers: validate_layers(layers, &mut problems),

@@ -314,3 +314,27 @@ pub(super) fn default_layers() -> Vec<(String, RawLayer)> {
 
 /// Built-in layer keywords; config.toml repeats them so users can see and edit them.
 const DEFAULT_LAYERS_TOML: &str = include_str!("../default_layers.toml");
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawDiscord {
+    pub api_url: Option<String>,
+    pub token_env: String,
+    pub application_id: Option<u64>,
+    pub guild_id: Option<u64>,
+    pub public_key: Option<String>,
+    pub register_commands: bool,
+}
+
+impl Default for RawDiscord {
+    fn default() -> Self {
+        RawDiscord {
+            api_url: None,
+            token_env: "KDIGEST_DISCORD_TOKEN".into(),
+            application_id: None,
+            guild_id: None,
+            public_key: None,
+            register_commands: true,
+        }
+    }
+}

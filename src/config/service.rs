@@ -213,3 +213,41 @@ pub(super) fn validate_daemon(raw: RawDaemon, problems: &mut Vec<String>) -> Dae
         lease: Duration::from_secs(raw.lease_secs.clamp(5, 3600)),
     }
 }
+
+pub(super) fn validate_discord(raw: RawDiscord, problems: &mut Vec<String>) -> DiscordConfig {
+    let api_url = raw.api_url.as_deref().and_then(|u| match url::Url::parse(u) {
+        Ok(url) if matches!(url.scheme(), "http" | "https") => Some(url),
+        _ => {
+            problems.push(format!("discord.api_url: \"{u}\" is not an http(s) URL; leave it out to talk to Discord"));
+            None
+        }
+    });
+    if raw.token_env.is_empty()
+        || !raw
+            .token_env
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_')
+    {
+        problems.push(format!(
+            "discord.token_env: \"{}\" is not an environment variable name; the token itself never goes in config.toml",
+            raw.token_env
+        ));
+    }
+    let public_key = raw.public_key.filter(|k| {
+        let ok = k.len() == 64 && k.chars().all(|c| c.is_ascii_hexdigit());
+        if !ok {
+            problems.push(format!(
+                "discord.public_key: \"{k}\" is not an Ed25519 public key; copy the 64 hex characters from the Developer Portal"
+            ));
+        }
+        ok
+    });
+    DiscordConfig {
+        api_url,
+        token_env: raw.token_env,
+        application_id: raw.application_id,
+        guild_id: raw.guild_id,
+        public_key,
+        register_commands: raw.register_commands,
+    }
+}

@@ -73,6 +73,13 @@ impl Engine {
                 variable = %config.telegram.token_env
             ),
         }
+        // Webhook subscribers need no bot token, so the Discord channel is always there.
+        senders.insert(
+            Channel::Discord,
+            Sender::Discord(Box::new(crate::deliver::discord::DiscordSender::new(
+                &config.discord,
+            ))),
+        );
         let limits = Channel::ALL
             .iter()
             .map(|c| {

@@ -3,6 +3,7 @@
 //! claiming, rate limiting, retries and bookkeeping; a sender only knows how to send one
 //! rendered message and how to classify its errors.
 
+pub mod discord;
 pub mod engine;
 pub mod limits;
 pub mod telegram;
@@ -48,6 +49,8 @@ pub enum SendError {
 pub enum Sender {
     Webhook(webhook::WebhookSender),
     Telegram(telegram::TelegramSender),
+    // Boxed: serenity's clients are large, and the enum is stored per channel.
+    Discord(Box<discord::DiscordSender>),
 }
 
 impl Sender {
@@ -55,6 +58,7 @@ impl Sender {
         match self {
             Sender::Webhook(_) => Channel::Webhook,
             Sender::Telegram(_) => Channel::Telegram,
+            Sender::Discord(_) => Channel::Discord,
         }
     }
 
@@ -68,6 +72,10 @@ impl Sender {
         match (self, address) {
             (Sender::Webhook(s), Address::Webhook(url)) => s.send(url, message, delivery_id).await,
             (Sender::Telegram(s), Address::Telegram(chat)) => s.send(*chat, message).await,
+            (
+                Sender::Discord(s),
+                address @ (Address::DiscordChannel(_) | Address::DiscordWebhook(_)),
+            ) => s.send(address, message).await,
             (_, other) => Err(SendError::Permanent {
                 reason: format!(
                     "Address {other} does not belong to the {} channel",

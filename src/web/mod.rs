@@ -1,5 +1,6 @@
 //! The daemon's HTTP side: `/healthz`, Prometheus `/metrics` and, in Telegram webhook mode,
-//! `/telegram/webhook`. The blog, Atom feed, sign-up and interaction endpoints of later
+//! `/telegram/webhook`, and Discord's `/discord/interactions` when a public key is configured.
+//! The blog, Atom feed, sign-up and interaction endpoints of later
 //! issues mount on this router.
 
 use std::sync::Arc;
@@ -11,14 +12,22 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
 
+use crate::bot::discord::{DiscordBot, INTERACTIONS_PATH};
 use crate::bot::telegram::{TelegramBot, WEBHOOK_PATH};
 use crate::deliver::telegram::redact_token;
 use crate::metrics::Metrics;
 
-pub fn router(metrics: Arc<Metrics>, telegram: Option<Arc<TelegramBot>>) -> Router {
+pub fn router(
+    metrics: Arc<Metrics>,
+    telegram: Option<Arc<TelegramBot>>,
+    discord: Option<Arc<DiscordBot>>,
+) -> Router {
     let mut router = Router::new();
     if let Some(bot) = telegram {
         router = router.route(WEBHOOK_PATH, post(telegram_webhook).with_state(bot));
+    }
+    if let Some(bot) = discord {
+        router = router.route(INTERACTIONS_PATH, post(discord_interaction).with_state(bot));
     }
     router
         .route("/healthz", get(|| async { "ok\n" }))
@@ -60,6 +69,38 @@ async fn telegram_webhook(
         Err(error) => {
             tracing::warn!(message = "Webhook body is not a Telegram update", %error);
             StatusCode::BAD_REQUEST
+        }
+    }
+}
+
+/// Discord's HTTP interactions: 401 unless the Ed25519 signature over timestamp + body checks
+/// out (Discord sends bad signatures on purpose to test endpoints), then the response JSON.
+async fn discord_interaction(
+    State(bot): State<Arc<DiscordBot>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> axum::response::Response {
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    };
+    if !bot.verify(
+        header("x-signature-ed25519"),
+        header("x-signature-timestamp"),
+        &body,
+    ) {
+        return (StatusCode::UNAUTHORIZED, "invalid request signature").into_response();
+    }
+    let Ok(interaction) = serde_json::from_slice::<serde_json::Value>(&body) else {
+        return StatusCode::BAD_REQUEST.into_response();
+    };
+    match bot.respond(&interaction).await {
+        Ok(response) => axum::Json(response).into_response(),
+        Err(error) => {
+            tracing::warn!(message = "Discord interaction failed", error = %format!("{error:#}"));
+            StatusCode::INTERNAL_SERVER_ERROR.into_response()
         }
     }
 }

@@ -2,6 +2,7 @@
 
 mod cli;
 mod delivery;
+mod discord;
 mod faults;
 mod fixture_day;
 mod helpers;

@@ -360,6 +360,7 @@ async fn webhook_mode_accepts_signed_updates_only() {
     let router = kdigest::web::router(
         Arc::new(kdigest::metrics::Metrics::default()),
         Some(Arc::new(bot)),
+        None,
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());

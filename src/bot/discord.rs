@@ -1,0 +1,272 @@
+//! Discord slash commands through the HTTP interactions endpoint (`/discord/interactions` on
+//! the daemon's web server): Ed25519 verification with serenity's Verifier, PING answered
+//! with PONG, each command mapped onto the shared [`Command`](super::Command) parser and
+//! handlers, replies rendered as interaction responses (ephemeral text, or the digest embeds
+//! with follow-up messages when the digest needs more than one).
+
+use std::sync::Arc;
+
+use chrono::Utc;
+use serde_json::{Value, json};
+use serenity::interactions_endpoint::Verifier;
+use serenity::model::id::{ApplicationId, GuildId, WebhookId};
+
+use super::handlers::{Cooldowns, Ctx, handle};
+use super::{Reply, parse};
+use crate::config::{Config, DiscordConfig, Secret};
+use crate::deliver::discord::client;
+use crate::locale::Locale;
+use crate::render::discord::messages;
+use crate::store::Store;
+use crate::subscriber::Address;
+use crate::text::truncate_chars;
+
+pub const INTERACTIONS_PATH: &str = "/discord/interactions";
+/// Permission bit that lets a member change the channel's subscription.
+const MANAGE_CHANNELS: u64 = 1 << 4;
+const EPHEMERAL: u64 = 1 << 6;
+const CONTENT_MAX: usize = 2000;
+
+/// The slash commands, with typed options so Discord's own UI validates them, and
+/// descriptions in English with Chinese localisations.
+pub fn command_definitions(layers: &[&str]) -> Value {
+    let en = Locale::builtin("en");
+    let zh = Locale::builtin("zh-CN");
+    let mut layer_choices: Vec<Value> = layers
+        .iter()
+        .map(|l| json!({"name": l, "value": l}))
+        .collect();
+    layer_choices.push(json!({"name": "all", "value": "all"}));
+    let layer = |required: bool| json!({"type": 3, "name": "layer", "description": "Compiler-stack layer", "required": required, "choices": layer_choices});
+    let score = |name: &str| json!({"type": 4, "name": name, "description": "0-100", "min_value": 0, "max_value": 100});
+    let command = |name: &str, key: &str, options: Vec<Value>| {
+        json!({
+            "name": name,
+            "type": 1,
+            "description": truncate_chars(en.get(key), 100),
+            "description_localizations": {"zh-CN": truncate_chars(zh.get(key), 100)},
+            "options": options,
+        })
+    };
+    json!([
+        command("help", "cmd_help", vec![]),
+        command(
+            "subscribe",
+            "cmd_subscribe",
+            vec![layer(false), score("min_score")]
+        ),
+        command("unsubscribe", "cmd_unsubscribe", vec![]),
+        command("layers", "cmd_layers", vec![layer(false)]),
+        command("threshold", "cmd_threshold", vec![score("value")]),
+        command("settings", "cmd_settings", vec![]),
+        command(
+            "lang",
+            "cmd_lang",
+            vec![
+                json!({"type": 3, "name": "language", "description": "zh or en", "choices": [{"name": "中文", "value": "zh"}, {"name": "English", "value": "en"}]})
+            ]
+        ),
+        command(
+            "digest",
+            "cmd_digest",
+            vec![
+                json!({"type": 3, "name": "date", "description": "today, yesterday, latest or YYYY-MM-DD"}),
+                layer(false)
+            ]
+        ),
+        command(
+            "why",
+            "cmd_why",
+            vec![
+                json!({"type": 4, "name": "n", "description": "Event number", "min_value": 1, "required": true})
+            ]
+        ),
+    ])
+}
+
+/// The text form of a slash command (`/subscribe runtime 70`), so Discord and Telegram share
+/// one parser. None for anything that is not an application command.
+pub fn command_text(interaction: &Value) -> Option<String> {
+    if interaction["type"] != 2 {
+        return None;
+    }
+    let data = &interaction["data"];
+    let name = data["name"].as_str()?;
+    let mut text = format!("/{name}");
+    // Options in the order the command defines them, whatever order they arrive in.
+    let order = ["date", "layer", "min_score", "value", "language", "n"];
+    let options = data["options"].as_array().cloned().unwrap_or_default();
+    for key in order {
+        if let Some(o) = options.iter().find(|o| o["name"] == key) {
+            match &o["value"] {
+                Value::String(s) => text.push_str(&format!(
+                    " {}",
+                    s.split_whitespace().collect::<Vec<_>>().join(",")
+                )),
+                Value::Number(n) => text.push_str(&format!(" {n}")),
+                _ => {}
+            }
+        }
+    }
+    Some(text)
+}
+
+/// A member with Manage Channels (or any user in a DM) may change the subscription.
+pub fn can_manage(interaction: &Value) -> bool {
+    match interaction["member"]["permissions"].as_str() {
+        Some(bits) => bits.parse::<u64>().is_ok_and(|p| p & MANAGE_CHANNELS != 0),
+        None => interaction["guild_id"].is_null(),
+    }
+}
+
+pub struct DiscordBot {
+    store: Store,
+    config: Arc<Config>,
+    cooldowns: Cooldowns,
+    verifier: Verifier,
+    /// Client for follow-up messages (interaction webhooks need no bot token).
+    followups: Arc<serenity::http::Http>,
+}
+
+impl DiscordBot {
+    /// None unless `discord.public_key` is configured.
+    pub fn new(store: Store, config: Arc<Config>) -> Option<DiscordBot> {
+        let key = config.discord.public_key.as_deref()?;
+        let verifier = Verifier::new(key);
+        let followups = Arc::new(client(&config.discord, ""));
+        let cooldowns = Cooldowns::new(config.telegram.digest_cooldown);
+        Some(DiscordBot {
+            store,
+            config,
+            cooldowns,
+            verifier,
+            followups,
+        })
+    }
+
+    /// Checks `X-Signature-Ed25519` over timestamp + body.
+    pub fn verify(&self, signature: &str, timestamp: &str, body: &[u8]) -> bool {
+        self.verifier.verify(signature, timestamp, body).is_ok()
+    }
+
+    /// The interaction response for one verified interaction.
+    pub async fn respond(&self, interaction: &Value) -> anyhow::Result<Value> {
+        if interaction["type"] == 1 {
+            return Ok(json!({"type": 1}));
+        }
+        let Some(text) = command_text(interaction) else {
+            return Ok(ephemeral("This interaction is not supported"));
+        };
+        let channel: u64 = interaction["channel_id"]
+            .as_str()
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        let address = Address::DiscordChannel(channel);
+        let layers = self.config.layer_names();
+        let command = match parse(&text, None, &layers) {
+            Ok(Some(c)) => c,
+            Ok(None) => return Ok(ephemeral("This interaction is not supported")),
+            Err(bad) => {
+                let language = self
+                    .store
+                    .subscriber_by_address(&address)
+                    .await?
+                    .map_or(self.config.digest.language.clone(), |s| s.language);
+                return Ok(ephemeral(
+                    &bad.message(&Locale::builtin(&language), &layers),
+                ));
+            }
+        };
+        let ctx = Ctx {
+            store: &self.store,
+            config: &self.config,
+            address,
+            can_manage: can_manage(interaction),
+            is_owner: false,
+            now: Utc::now(),
+            cooldowns: &self.cooldowns,
+            runs: None,
+        };
+        Ok(match handle(command, &ctx).await? {
+            Reply::Text(text) | Reply::Layers { text, .. } => ephemeral(&text),
+            Reply::Digest { note, digest } => {
+                let t = Locale::load(
+                    &digest.language,
+                    self.config.digest.templates_dir.as_deref(),
+                )?;
+                let mut payloads = messages(&digest, &t).into_iter();
+                let mut first = payloads
+                    .next()
+                    .unwrap_or_else(|| json!({"allowed_mentions": {"parse": []}}));
+                if let Some(note) = note {
+                    first["content"] = Value::String(truncate_chars(&note, CONTENT_MAX));
+                }
+                self.send_followups(interaction, payloads.collect());
+                json!({"type": 4, "data": first})
+            }
+        })
+    }
+
+    /// The rest of a long digest, as follow-up messages on the interaction's webhook.
+    fn send_followups(&self, interaction: &Value, rest: Vec<Value>) {
+        let (Some(app), Some(token)) = (
+            interaction["application_id"]
+                .as_str()
+                .and_then(|a| a.parse::<u64>().ok()),
+            interaction["token"].as_str().map(str::to_string),
+        ) else {
+            return;
+        };
+        if rest.is_empty() || app == 0 {
+            return;
+        }
+        let http = self.followups.clone();
+        tokio::spawn(async move {
+            for payload in rest {
+                if let Err(error) = http
+                    .execute_webhook(
+                        WebhookId::new(app),
+                        None,
+                        &token,
+                        false,
+                        Vec::new(),
+                        &payload,
+                    )
+                    .await
+                {
+                    tracing::warn!(message = "Discord follow-up message failed", error = %crate::deliver::discord::classify(error));
+                    return;
+                }
+            }
+        });
+    }
+}
+
+fn ephemeral(text: &str) -> Value {
+    json!({
+        "type": 4,
+        "data": {"content": truncate_chars(text, CONTENT_MAX), "flags": EPHEMERAL, "allowed_mentions": {"parse": []}}
+    })
+}
+
+/// Registers the slash commands (per guild when `discord.guild_id` is set: instant; else
+/// globally). Needs the bot token and the application id.
+pub async fn register_commands(config: &Config) -> anyhow::Result<()> {
+    let discord: &DiscordConfig = &config.discord;
+    let token = Secret::from_env(&discord.token_env, "the Discord bot token")?;
+    let http = client(discord, token.expose());
+    let application = match discord.application_id {
+        Some(id) => id,
+        None => http.get_current_application_info().await?.id.get(),
+    };
+    http.set_application_id(ApplicationId::new(application));
+    let definitions = command_definitions(&config.layer_names());
+    match discord.guild_id {
+        Some(guild) => {
+            http.create_guild_commands(GuildId::new(guild), &definitions)
+                .await?
+        }
+        None => http.create_global_commands(&definitions).await?,
+    };
+    Ok(())
+}

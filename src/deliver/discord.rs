@@ -1,0 +1,158 @@
+//! Discord channel: the embed messages of render::discord, posted to a channel with the bot
+//! token or executed on a webhook URL, through serenity's HTTP client. Webhook URLs and the
+//! token are credentials: errors never include them.
+//!
+//! In production serenity's rate limiter reads Discord's X-RateLimit headers and waits out
+//! route and global buckets; `discord.api_url` (tests) points the client at another server,
+//! which needs the rate limiter off (serenity ignores the proxy otherwise).
+
+use serenity::http::{Http, HttpBuilder, HttpError};
+use serenity::model::id::{ChannelId, WebhookId};
+
+use super::SendError;
+use crate::config::{DiscordConfig, Secret};
+use crate::subscriber::Address;
+
+pub struct DiscordSender {
+    /// Client with the bot token, for channel subscribers; None without a token.
+    bot: Option<Http>,
+    /// Client for webhooks, which carry their own token in the URL.
+    webhooks: Http,
+}
+
+pub fn client(config: &DiscordConfig, token: &str) -> Http {
+    let builder = HttpBuilder::new(token);
+    match &config.api_url {
+        Some(url) => builder
+            .proxy(url.as_str().trim_end_matches('/'))
+            .ratelimiter_disabled(true)
+            .build(),
+        None => builder.build(),
+    }
+}
+
+impl DiscordSender {
+    pub fn new(config: &DiscordConfig) -> DiscordSender {
+        let token = Secret::from_env(&config.token_env, "the Discord bot token").ok();
+        if token.is_none() {
+            tracing::info!(
+                message = "No Discord bot token; Discord channel subscribers fail, webhook subscribers work",
+                variable = %config.token_env
+            );
+        }
+        DiscordSender {
+            bot: token.map(|t| client(config, t.expose())),
+            webhooks: client(config, ""),
+        }
+    }
+
+    pub async fn send(&self, address: &Address, payload: &str) -> Result<(), SendError> {
+        let body: serde_json::Value =
+            serde_json::from_str(payload).map_err(|e| SendError::Failed {
+                reason: format!("Discord payload is not JSON: {e}"),
+            })?;
+        let result = match address {
+            Address::DiscordChannel(id) => {
+                let Some(bot) = &self.bot else {
+                    return Err(SendError::Transient {
+                        reason: "No Discord bot token is set (discord.token_env)".into(),
+                        retry_after: None,
+                    });
+                };
+                bot.send_message(ChannelId::new(*id), Vec::new(), &body)
+                    .await
+                    .map(|_| ())
+            }
+            Address::DiscordWebhook(url) => {
+                let (id, token) = webhook_parts(url).ok_or_else(|| SendError::Permanent {
+                    reason: "The Discord webhook URL has no id and token".into(),
+                })?;
+                self.webhooks
+                    .execute_webhook(WebhookId::new(id), None, &token, false, Vec::new(), &body)
+                    .await
+                    .map(|_| ())
+            }
+            other => {
+                return Err(SendError::Permanent {
+                    reason: format!("Address {other} is not a Discord destination"),
+                });
+            }
+        };
+        result.map_err(classify)
+    }
+}
+
+/// `https://discord.com/api/webhooks/<id>/<token>` -> (id, token).
+pub fn webhook_parts(url: &url::Url) -> Option<(u64, String)> {
+    let segments: Vec<&str> = url.path_segments()?.filter(|s| !s.is_empty()).collect();
+    let at = segments.iter().position(|s| *s == "webhooks")?;
+    let id = segments.get(at + 1)?.parse().ok().filter(|id| *id > 0)?;
+    let token = segments.get(at + 2)?.to_string();
+    Some((id, token))
+}
+
+/// 404 (unknown channel 10003, unknown webhook 10015) and 403 (missing permissions 50013)
+/// disable the subscriber and are never retried: Discord bans IPs that keep making invalid
+/// requests. 429 and 5xx are retried.
+pub fn classify(error: serenity::Error) -> SendError {
+    if let serenity::Error::Http(HttpError::UnsuccessfulRequest(response)) = &error {
+        let status = response.status_code.as_u16();
+        let reason = format!(
+            "Discord answered HTTP {status} (code {}): {}",
+            response.error.code, response.error.message
+        );
+        return match status {
+            429 | 500..=599 => SendError::Transient {
+                reason,
+                retry_after: None,
+            },
+            401 | 403 | 404 => SendError::Permanent { reason },
+            _ => SendError::Failed { reason },
+        };
+    }
+    let reason = match &error {
+        serenity::Error::Http(HttpError::Request(e)) => {
+            format!("Discord request failed: {}", e.without_url_ref())
+        }
+        other => format!("Discord request failed: {other}"),
+    };
+    SendError::Transient {
+        reason,
+        retry_after: None,
+    }
+}
+
+trait WithoutUrl {
+    fn without_url_ref(&self) -> String;
+}
+
+impl WithoutUrl for reqwest::Error {
+    /// The error text without the request URL, which may hold a webhook token.
+    fn without_url_ref(&self) -> String {
+        let mut text = self.to_string();
+        if let Some(url) = self.url() {
+            text = text.replace(url.as_str(), "<discord url>");
+        }
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn webhook_urls_split_into_id_and_token() {
+        let url =
+            url::Url::parse("https://discord.com/api/webhooks/123456789012345678/AbC-dEf_123")
+                .unwrap();
+        assert_eq!(
+            webhook_parts(&url),
+            Some((123456789012345678, "AbC-dEf_123".into()))
+        );
+        assert_eq!(
+            webhook_parts(&url::Url::parse("https://discord.com/api/webhooks/x/y").unwrap()),
+            None
+        );
+    }
+}

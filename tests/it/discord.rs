@@ -1,0 +1,447 @@
+//! Discord through serenity's HTTP client against a loopback mock API (every request body
+//! checked against Discord's OpenAPI schemas), and the signed interactions endpoint.
+
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use ed25519_dalek::{Signer, SigningKey};
+use kdigest::bot::discord::{DiscordBot, command_text};
+use kdigest::store::Store;
+use kdigest::subscriber::{Address, Status};
+use serde_json::{Value, json};
+
+use crate::helpers::{
+    discord_spec, fixture_config, open_store, reference_dir, repo_root, schema_problems,
+    spawn_feed_server,
+};
+
+const OK_CHANNEL: u64 = 290_926_798_999_357_250;
+const GONE_CHANNEL: u64 = 290_926_798_999_357_251;
+const FORBIDDEN_CHANNEL: u64 = 290_926_798_999_357_252;
+const HOOK_ID: u64 = 223_704_706_495_545_344;
+const HOOK_TOKEN: &str = "3d89bb7572e0fb30d8128367b3b1b44fecd1726de135cbe28a41f8b2f777c372ba2939e72279b94526ff5d1bd4358d65cf11";
+const GONE_HOOK_ID: u64 = 223_704_706_495_545_345;
+
+#[derive(Default)]
+struct Mock {
+    /// (route, body) of every request.
+    calls: Mutex<Vec<(String, Value)>>,
+    problems: Mutex<Vec<String>>,
+    spec: Value,
+}
+
+impl Mock {
+    fn bodies(&self, route: &str) -> Vec<Value> {
+        self.calls
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(r, _)| r == route)
+            .map(|(_, b)| b.clone())
+            .collect()
+    }
+
+    fn check(&self, schema: &str, body: &Value) {
+        let reference = json!({"$ref": format!("#/components/schemas/{schema}")});
+        let mut problems = schema_problems(&self.spec, &reference, body, schema);
+        let total: usize = body["embeds"].as_array().map_or(0, |e| {
+            e.iter().map(kdigest::render::discord::embed_chars).sum()
+        });
+        if total > 6000 {
+            problems.push(format!("{schema}: {total} characters of embeds"));
+        }
+        if body["allowed_mentions"] != json!({"parse": []}) {
+            problems.push(format!(
+                "{schema}: allowed_mentions must have no parse targets"
+            ));
+        }
+        self.problems.lock().unwrap().extend(problems);
+    }
+}
+
+fn discord_error(status: u16, code: u32, message: &str) -> Response {
+    (
+        StatusCode::from_u16(status).unwrap(),
+        axum::Json(json!({"code": code, "message": message})),
+    )
+        .into_response()
+}
+
+async fn channel_message(
+    State(m): State<Arc<Mock>>,
+    Path(channel): Path<u64>,
+    axum::Json(body): axum::Json<Value>,
+) -> Response {
+    m.check("MessageCreateRequest", &body);
+    m.calls
+        .lock()
+        .unwrap()
+        .push((format!("channel:{channel}"), body));
+    match channel {
+        GONE_CHANNEL => discord_error(404, 10003, "Unknown Channel"),
+        FORBIDDEN_CHANNEL => discord_error(403, 50013, "Missing Permissions"),
+        _ => {
+            let text = std::fs::read_to_string(
+                reference_dir()
+                    .join("platform/discord_payloads/message__example_message__L167.json"),
+            )
+            .unwrap();
+            let mut message: Value = serde_json::from_str(&text).unwrap();
+            message["channel_id"] = json!(channel.to_string());
+            axum::Json(message).into_response()
+        }
+    }
+}
+
+async fn webhook(
+    State(m): State<Arc<Mock>>,
+    Path((id, _token)): Path<(u64, String)>,
+    axum::Json(body): axum::Json<Value>,
+) -> Response {
+    m.check("IncomingWebhookRequestPartial", &body);
+    m.calls
+        .lock()
+        .unwrap()
+        .push((format!("webhook:{id}"), body));
+    if id == GONE_HOOK_ID {
+        discord_error(404, 10015, "Unknown Webhook")
+    } else {
+        StatusCode::NO_CONTENT.into_response()
+    }
+}
+
+async fn spawn_discord() -> (String, Arc<Mock>) {
+    let mock = Arc::new(Mock {
+        spec: discord_spec(),
+        ..Mock::default()
+    });
+    let app = Router::new()
+        .route(
+            "/api/v10/channels/{channel}/messages",
+            post(channel_message),
+        )
+        .route("/api/v10/webhooks/{id}/{token}", post(webhook))
+        .with_state(mock.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (base, mock)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_once_posts_embeds_to_channels_and_webhooks_and_disables_dead_ones() {
+    let (api, mock) = spawn_discord().await;
+    let dir = tempfile::tempdir().unwrap();
+    let feeds = repo_root().join("examples/feeds");
+    let text = kdigest::demo::DEMO_CONFIG.replace("{base}", &format!("file://{}", feeds.display()));
+    let config_path = dir.path().join("config.toml");
+    let env = "KDIGEST_TEST_DISCORD_TOKEN";
+    std::fs::write(
+        &config_path,
+        format!("{text}\n[storage]\npath = \"k.sqlite\"\n[discord]\napi_url = \"{api}\"\ntoken_env = \"{env}\"\n[delivery.discord]\nper_sec = 100.0\nper_destination_per_sec = 20.0\nconcurrency = 8\n"),
+    )
+    .unwrap();
+    let kdigest = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_kdigest"))
+            .arg("--config")
+            .arg(&config_path)
+            .args(args)
+            .env(env, "bot-token-secret")
+            .output()
+            .unwrap()
+    };
+    let hook = format!("https://discord.com/api/webhooks/{HOOK_ID}/{HOOK_TOKEN}");
+    let gone_hook = format!("https://discord.com/api/webhooks/{GONE_HOOK_ID}/{HOOK_TOKEN}");
+    for address in [
+        format!("discord:{OK_CHANNEL}"),
+        format!("discord:{GONE_CHANNEL}"),
+        format!("discord:{FORBIDDEN_CHANNEL}"),
+        format!("discord:{hook}"),
+        format!("discord:{gone_hook}"),
+    ] {
+        let out = kdigest(&["subscribers", "add", &address, "--lang", "en"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let out = kdigest(&["run", "--once", "--date", "2026-10-28"]);
+    let logs = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{logs}");
+    assert!(
+        !logs.contains(HOOK_TOKEN) && !logs.contains("bot-token-secret"),
+        "credentials never logged: {logs}"
+    );
+    assert_eq!(mock.problems.lock().unwrap().clone(), Vec::<String>::new());
+
+    let store = Store::open(&dir.path().join("k.sqlite")).await.unwrap();
+    let digest = store
+        .load_digest(kdigest::demo::demo_date())
+        .await
+        .unwrap()
+        .unwrap();
+    let mut english = digest.clone();
+    english.language = "en".into();
+    let english = kdigest::digest::filter(
+        &english,
+        &Default::default(),
+        &kdigest::locale::Locale::builtin("en"),
+    );
+    let expected =
+        kdigest::render::discord::messages(&english, &kdigest::locale::Locale::builtin("en"));
+    assert_eq!(
+        mock.bodies(&format!("channel:{OK_CHANNEL}")),
+        expected,
+        "every message, in order"
+    );
+    assert_eq!(mock.bodies(&format!("webhook:{HOOK_ID}")), expected);
+    for (route, address, code) in [
+        (
+            format!("channel:{GONE_CHANNEL}"),
+            format!("discord:{GONE_CHANNEL}"),
+            "10003",
+        ),
+        (
+            format!("channel:{FORBIDDEN_CHANNEL}"),
+            format!("discord:{FORBIDDEN_CHANNEL}"),
+            "50013",
+        ),
+        (
+            format!("webhook:{GONE_HOOK_ID}"),
+            format!("discord:{gone_hook}"),
+            "10015",
+        ),
+    ] {
+        assert_eq!(mock.bodies(&route).len(), 1, "{route} is never retried");
+        let s = store
+            .subscriber_by_address(&Address::parse(&address).unwrap())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(
+            matches!(&s.status, Status::Disabled(r) if r.contains(code)),
+            "{route}: {:?}",
+            s.status
+        );
+    }
+    let list = String::from_utf8_lossy(&kdigest(&["subscribers", "list"]).stdout).to_string();
+    assert!(!list.contains(HOOK_TOKEN), "webhook tokens never printed");
+}
+
+fn signing_key() -> SigningKey {
+    SigningKey::from_bytes(&[7u8; 32])
+}
+
+fn signed(body: &Value, key: &SigningKey) -> (String, String, Vec<u8>) {
+    let bytes = serde_json::to_vec(body).unwrap();
+    let timestamp = "1761550000".to_string();
+    let signature = key.sign(&[timestamp.as_bytes(), &bytes].concat());
+    (kdigest::parse::hex(&signature.to_bytes()), timestamp, bytes)
+}
+
+fn interaction(name: &str, options: Value, permissions: &str) -> Value {
+    let text = std::fs::read_to_string(
+        reference_dir()
+            .join("platform/discord_payloads/application-commands__example_interaction__L500.json"),
+    )
+    .unwrap();
+    let mut v: Value = serde_json::from_str(&text).unwrap();
+    v["data"]["name"] = json!(name);
+    v["data"]["options"] = options;
+    v["member"]["permissions"] = json!(permissions);
+    v["application_id"] = json!("0");
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_interactions_endpoint_verifies_signatures_and_runs_the_shared_commands() {
+    let feeds = spawn_feed_server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let key = signing_key();
+    let public = kdigest::parse::hex(key.verifying_key().as_bytes());
+    let config = fixture_config(
+        &format!("{}/feeds", feeds.base),
+        dir.path(),
+        &format!("[discord]\npublic_key = \"{public}\"\n"),
+    );
+    let store = open_store(&config).await;
+    kdigest::pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
+        .await
+        .unwrap();
+    let bot = DiscordBot::new(store.clone(), Arc::new(config.clone())).unwrap();
+    let router = kdigest::web::router(
+        Arc::new(kdigest::metrics::Metrics::default()),
+        None,
+        Some(Arc::new(bot)),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!(
+        "http://{}/discord/interactions",
+        listener.local_addr().unwrap()
+    );
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    let client = reqwest::Client::new();
+    let send = |body: Value, key: SigningKey| {
+        let (signature, timestamp, bytes) = signed(&body, &key);
+        client
+            .post(&url)
+            .header("X-Signature-Ed25519", signature)
+            .header("X-Signature-Timestamp", timestamp)
+            .header("content-type", "application/json")
+            .body(bytes)
+            .send()
+    };
+
+    let pong: Value = send(
+        json!({"type": 1, "id": "1", "application_id": "0", "token": "t", "version": 1}),
+        key.clone(),
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(pong, json!({"type": 1}));
+    let forged = send(json!({"type": 1}), SigningKey::from_bytes(&[8u8; 32]))
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), 401);
+
+    let channel = 645_027_906_669_510_667u64;
+    let denied: Value = send(interaction("subscribe", json!([]), "0"), key.clone())
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        denied["data"]["flags"], 64,
+        "settings replies are ephemeral"
+    );
+    assert_eq!(
+        denied["data"]["content"],
+        "只有本群管理员可以修改本群的订阅。"
+    );
+    let options = json!([{"type": 4, "name": "min_score", "value": 70}, {"type": 3, "name": "layer", "value": "runtime"}]);
+    let ok: Value = send(interaction("subscribe", options, "2147483647"), key.clone())
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        ok["data"]["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("已订阅"),
+        "{ok}"
+    );
+    let s = store
+        .subscriber_by_address(&Address::DiscordChannel(channel))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        s.filter.layers.iter().cloned().collect::<Vec<_>>(),
+        vec!["runtime"]
+    );
+    assert_eq!(s.filter.min_score.to_string(), "70.0");
+
+    let bad: Value = send(
+        interaction(
+            "threshold",
+            json!([{"type": 4, "name": "value", "value": 300}]),
+            "2147483647",
+        ),
+        key.clone(),
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    assert!(
+        bad["data"]["content"]
+            .as_str()
+            .unwrap()
+            .contains("/threshold [0-100]"),
+        "{bad}"
+    );
+
+    let digest: Value = send(
+        interaction(
+            "digest",
+            json!([{"type": 3, "name": "date", "value": "2026-10-28"}]),
+            "0",
+        ),
+        key,
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(digest["type"], 4);
+    let embeds = digest["data"]["embeds"].as_array().unwrap();
+    assert!(!embeds.is_empty());
+    assert_eq!(digest["data"]["allowed_mentions"], json!({"parse": []}));
+    let spec = discord_spec();
+    for e in embeds {
+        assert_eq!(
+            schema_problems(
+                &spec,
+                &json!({"$ref": "#/components/schemas/RichEmbed"}),
+                e,
+                "embed"
+            ),
+            Vec::<String>::new()
+        );
+    }
+    let text = serde_json::to_string(embeds).unwrap();
+    assert!(
+        text.contains("Tessera") && !text.contains("ShapeTrace"),
+        "the channel's filter (runtime, 70) applies"
+    );
+}
+
+#[test]
+fn real_interaction_payloads_map_to_command_text() {
+    let dir = reference_dir().join("platform/discord_payloads");
+    let mut mapped = BTreeMap::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        if !name.starts_with("application-commands") || !name.ends_with(".json") {
+            continue;
+        }
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        mapped.insert(name, command_text(&v));
+    }
+    assert_eq!(
+        mapped["application-commands__example_interaction__L500.json"].as_deref(),
+        Some("/cardsearch")
+    );
+    // Anything that is not an application-command interaction maps to nothing.
+    assert!(
+        mapped.values().filter(|m| m.is_none()).count() >= 1,
+        "{mapped:?}"
+    );
+    let layered = json!({"type": 2, "data": {"name": "digest", "options": [{"name": "layer", "value": "runtime"}, {"name": "date", "value": "latest"}]}});
+    assert_eq!(
+        command_text(&layered).as_deref(),
+        Some("/digest latest runtime")
+    );
+    // Mapped text goes through the same parser as Telegram's.
+    let layers = ["runtime"];
+    assert!(matches!(
+        kdigest::bot::parse("/digest latest runtime", None, &layers),
+        Ok(Some(kdigest::bot::Command::Digest { .. }))
+    ));
+}
