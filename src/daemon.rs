@@ -165,8 +165,23 @@ async fn run_forever(
     let (run_tx, mut run_rx) = tokio::sync::mpsc::channel::<()>(1);
     let (bot, webhook_bot) = start_telegram_bot(config, store, run_tx, shutdown.clone()).await;
     let mut web_shutdown = shutdown.clone();
-    let discord_bot =
-        crate::bot::discord::DiscordBot::new(store.clone(), Arc::new(config.clone())).map(Arc::new);
+    // Discord commands: the HTTP endpoint when a public key is set, else the gateway.
+    let discord_bot = config.discord.public_key.is_some().then(|| {
+        Arc::new(crate::bot::discord::DiscordBot::new(
+            store.clone(),
+            Arc::new(config.clone()),
+        ))
+    });
+    let gateway = (discord_bot.is_none()
+        && Secret::from_env(&config.discord.token_env, "").is_ok())
+    .then(|| {
+        tracing::info!(message = "Discord bot connecting to the gateway");
+        tokio::spawn(crate::bot::discord::run_gateway(
+            Arc::new(config.clone()),
+            store.clone(),
+            shutdown.clone(),
+        ))
+    });
     if config.discord.register_commands
         && Secret::from_env(&config.discord.token_env, "").is_ok()
         && let Err(error) = crate::bot::discord::register_commands(config).await
@@ -211,6 +226,12 @@ async fn run_forever(
     web.await??;
     if let Some(bot) = bot {
         bot.await??;
+    }
+    if let Some(gateway) = gateway {
+        // A gateway that failed (bad token, network) has been logged; it does not fail the run.
+        if let Ok(Err(error)) = gateway.await {
+            tracing::warn!(message = "Discord gateway ended", error = %format!("{error:#}"));
+        }
     }
     Ok(())
 }

@@ -1,8 +1,9 @@
-//! Discord slash commands through the HTTP interactions endpoint (`/discord/interactions` on
-//! the daemon's web server): Ed25519 verification with serenity's Verifier, PING answered
-//! with PONG, each command mapped onto the shared [`Command`](super::Command) parser and
-//! handlers, replies rendered as interaction responses (ephemeral text, or the digest embeds
-//! with follow-up messages when the digest needs more than one).
+//! Discord slash commands, received through the gateway (serenity's client; the default) or
+//! through the HTTP interactions endpoint (`/discord/interactions` on the daemon's web server,
+//! when `discord.public_key` is set: Ed25519 verification with serenity's Verifier, PING
+//! answered with PONG). Either way each command is mapped onto the shared
+//! [`Command`](super::Command) parser and handlers, and replies become interaction responses
+//! (ephemeral text, or the digest embeds with follow-up messages when there are more).
 
 use std::sync::Arc;
 
@@ -123,30 +124,31 @@ pub struct DiscordBot {
     store: Store,
     config: Arc<Config>,
     cooldowns: Cooldowns,
-    verifier: Verifier,
+    /// Only for the HTTP endpoint; the gateway needs no signature check.
+    verifier: Option<Verifier>,
     /// Client for follow-up messages (interaction webhooks need no bot token).
     followups: Arc<serenity::http::Http>,
 }
 
 impl DiscordBot {
-    /// None unless `discord.public_key` is configured.
-    pub fn new(store: Store, config: Arc<Config>) -> Option<DiscordBot> {
-        let key = config.discord.public_key.as_deref()?;
-        let verifier = Verifier::new(key);
+    pub fn new(store: Store, config: Arc<Config>) -> DiscordBot {
+        let verifier = config.discord.public_key.as_deref().map(Verifier::new);
         let followups = Arc::new(client(&config.discord, ""));
         let cooldowns = Cooldowns::new(config.telegram.digest_cooldown);
-        Some(DiscordBot {
+        DiscordBot {
             store,
             config,
             cooldowns,
             verifier,
             followups,
-        })
+        }
     }
 
     /// Checks `X-Signature-Ed25519` over timestamp + body.
     pub fn verify(&self, signature: &str, timestamp: &str, body: &[u8]) -> bool {
-        self.verifier.verify(signature, timestamp, body).is_ok()
+        self.verifier
+            .as_ref()
+            .is_some_and(|v| v.verify(signature, timestamp, body).is_ok())
     }
 
     /// The interaction response for one verified interaction.
@@ -269,4 +271,80 @@ pub async fn register_commands(config: &Config) -> anyhow::Result<()> {
         None => http.create_global_commands(&definitions).await?,
     };
     Ok(())
+}
+
+/// Gateway mode: interaction events from serenity's client, answered with the same
+/// [`DiscordBot::respond`] as the HTTP endpoint. The interaction is turned back into its JSON
+/// form so both paths share one mapping.
+struct GatewayHandler {
+    bot: Arc<DiscordBot>,
+}
+
+#[serenity::async_trait]
+impl serenity::client::EventHandler for GatewayHandler {
+    async fn interaction_create(
+        &self,
+        ctx: serenity::client::Context,
+        interaction: serenity::model::application::Interaction,
+    ) {
+        let serenity::model::application::Interaction::Command(command) = &interaction else {
+            return;
+        };
+        let Some(value) = gateway_json(&interaction) else {
+            tracing::warn!(message = "Cannot read a Discord interaction");
+            return;
+        };
+        let response = match self.bot.respond(&value).await {
+            Ok(r) => r,
+            Err(error) => {
+                tracing::warn!(message = "Discord command failed", error = %format!("{error:#}"));
+                ephemeral("Something went wrong; try again later")
+            }
+        };
+        if let Err(error) = ctx
+            .http
+            .create_interaction_response(command.id, &command.token, &response, Vec::new())
+            .await
+        {
+            tracing::warn!(message = "Cannot answer a Discord interaction", error = %crate::deliver::discord::classify(error));
+        }
+    }
+}
+
+/// The JSON form of a gateway command interaction, as the HTTP endpoint receives it.
+/// serenity leaves out the top-level `type` when it serialises the model, so it is put back.
+pub fn gateway_json(interaction: &serenity::model::application::Interaction) -> Option<Value> {
+    let serenity::model::application::Interaction::Command(_) = interaction else {
+        return None;
+    };
+    let mut value = serde_json::to_value(interaction).ok()?;
+    value["type"] = json!(2);
+    Some(value)
+}
+
+/// Connects to the gateway (no privileged intents: slash commands need none) until shutdown.
+pub async fn run_gateway(
+    config: Arc<Config>,
+    store: Store,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    let token = Secret::from_env(&config.discord.token_env, "the Discord bot token")?;
+    let bot = Arc::new(DiscordBot::new(store, config));
+    let mut client = serenity::Client::builder(
+        token.expose(),
+        serenity::model::gateway::GatewayIntents::empty(),
+    )
+    .event_handler(GatewayHandler { bot })
+    .await?;
+    let shards = client.shard_manager.clone();
+    tokio::spawn(async move {
+        let _ = shutdown.wait_for(|stop| *stop).await;
+        shards.shutdown_all().await;
+    });
+    client.start().await.map_err(|e| {
+        anyhow::anyhow!(
+            "Discord gateway stopped: {}",
+            crate::deliver::discord::classify(e)
+        )
+    })
 }

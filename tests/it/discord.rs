@@ -275,7 +275,7 @@ async fn the_interactions_endpoint_verifies_signatures_and_runs_the_shared_comma
     kdigest::pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
         .await
         .unwrap();
-    let bot = DiscordBot::new(store.clone(), Arc::new(config.clone())).unwrap();
+    let bot = DiscordBot::new(store.clone(), Arc::new(config.clone()));
     let router = kdigest::web::router(
         Arc::new(kdigest::metrics::Metrics::default()),
         None,
@@ -438,6 +438,30 @@ fn real_interaction_payloads_map_to_command_text() {
         command_text(&layered).as_deref(),
         Some("/digest latest runtime")
     );
+    // Gateway mode serialises serenity's model back to JSON: the mapping must not change.
+    let text =
+        std::fs::read_to_string(dir.join("application-commands__example_interaction__L500.json"))
+            .unwrap();
+    let mut raw: Value = serde_json::from_str(&text).unwrap();
+    raw["application_id"] = json!("775799577604522054");
+    raw["version"] = json!(1);
+    // Fields today's gateway sends that this older documentation example lacks.
+    raw["member"]["flags"] = json!(0);
+    raw["entitlements"] = json!([]);
+    raw["authorizing_integration_owners"] = json!({});
+    raw["attachment_size_limit"] = json!(26_214_400);
+    raw["data"]["options"] = json!([{"type": 3, "name": "layer", "value": "runtime"}, {"type": 4, "name": "min_score", "value": 70}]);
+    raw["data"]["name"] = json!("subscribe");
+    let model: serenity::model::application::Interaction =
+        serde_json::from_value(raw.clone()).expect("serenity reads the payload");
+    let round_trip = kdigest::bot::discord::gateway_json(&model).unwrap();
+    assert_eq!(
+        command_text(&round_trip),
+        command_text(&raw),
+        "{round_trip:#}"
+    );
+    assert_eq!(command_text(&raw).as_deref(), Some("/subscribe runtime 70"));
+    assert!(kdigest::bot::discord::can_manage(&round_trip));
     // Mapped text goes through the same parser as Telegram's.
     let layers = ["runtime"];
     assert!(matches!(
