@@ -196,7 +196,9 @@ pub struct RawDelivery {
 impl Default for RawDelivery {
     fn default() -> Self {
         // Platform limits from FACTS.md: Telegram 30 msg/s overall and 1/s per chat; Discord
-        // about 50 requests/s per bot and 5 per 5 s per channel; email kept gentle.
+        // 50 requests/s per bot (49 leaves headroom) and 5 per 5 s per channel; email gentle.
+        // Discord's concurrency is high because a multi-message digest holds its slot while
+        // the per-destination limit spaces its messages.
         let limits = |per_sec, per_destination_per_sec, concurrency| RawLimits {
             per_sec,
             per_destination_per_sec,
@@ -209,7 +211,7 @@ impl Default for RawDelivery {
             timeout_secs: 15.0,
             webhook_secret_env: "KDIGEST_WEBHOOK_SECRET".into(),
             telegram: limits(30.0, 1.0, 30),
-            discord: limits(40.0, 1.0, 10),
+            discord: limits(49.0, 1.0, 64),
             email: limits(10.0, 1.0, 4),
             webhook: limits(100.0, 10.0, 32),
         }
