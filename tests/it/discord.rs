@@ -37,6 +37,17 @@ struct Mock {
 }
 
 impl Mock {
+    fn check_command(&self, command: &Value) {
+        let reference = json!({"$ref": "#/components/schemas/ApplicationCommandCreateRequest"});
+        let problems = schema_problems(
+            &self.spec,
+            &reference,
+            command,
+            "ApplicationCommandCreateRequest",
+        );
+        self.problems.lock().unwrap().extend(problems);
+    }
+
     fn bodies(&self, route: &str) -> Vec<Value> {
         self.calls
             .lock()
@@ -116,12 +127,31 @@ async fn webhook(
     }
 }
 
+async fn guild_commands(
+    State(m): State<Arc<Mock>>,
+    Path((app, guild)): Path<(u64, u64)>,
+    axum::Json(body): axum::Json<Value>,
+) -> Response {
+    for command in body.as_array().cloned().unwrap_or_default() {
+        m.check_command(&command);
+    }
+    m.calls
+        .lock()
+        .unwrap()
+        .push((format!("commands:{app}:{guild}"), body));
+    axum::Json(json!([])).into_response()
+}
+
 async fn spawn_discord() -> (String, Arc<Mock>) {
     let mock = Arc::new(Mock {
         spec: discord_spec(),
         ..Mock::default()
     });
     let app = Router::new()
+        .route(
+            "/api/v10/applications/{app}/guilds/{guild}/commands",
+            axum::routing::put(guild_commands),
+        )
         .route(
             "/api/v10/channels/{channel}/messages",
             post(channel_message),
@@ -468,4 +498,56 @@ fn real_interaction_payloads_map_to_command_text() {
         kdigest::bot::parse("/digest latest runtime", None, &layers),
         Ok(Some(kdigest::bot::Command::Digest { .. }))
     ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slash_commands_are_registered_per_guild_with_typed_options() {
+    let (api, mock) = spawn_discord().await;
+    let env = "KDIGEST_TEST_DISCORD_TOKEN_REGISTER";
+    unsafe { std::env::set_var(env, "bot-token") };
+    let config = kdigest::config::Config::parse(&format!(
+        "[discord]\napi_url = \"{api}\"\ntoken_env = \"{env}\"\napplication_id = 775799577604522054\nguild_id = 290926798626357999\n"
+    ))
+    .unwrap();
+    kdigest::bot::discord::register_commands(&config)
+        .await
+        .unwrap();
+    let bodies = mock.bodies("commands:775799577604522054:290926798626357999");
+    assert_eq!(bodies.len(), 1);
+    assert_eq!(mock.problems.lock().unwrap().clone(), Vec::<String>::new());
+    let commands = bodies[0].as_array().unwrap();
+    let names: Vec<&str> = commands
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        vec![
+            "help",
+            "subscribe",
+            "unsubscribe",
+            "layers",
+            "threshold",
+            "settings",
+            "lang",
+            "digest",
+            "why"
+        ]
+    );
+    let subscribe = &commands[1];
+    let layer = &subscribe["options"][0];
+    assert_eq!(layer["type"], 3);
+    assert_eq!(
+        layer["choices"].as_array().unwrap().len(),
+        7,
+        "six layers and all"
+    );
+    assert_eq!(subscribe["options"][1]["min_value"], 0);
+    assert_eq!(subscribe["options"][1]["max_value"], 100);
+    assert!(
+        subscribe["description_localizations"]["zh-CN"]
+            .as_str()
+            .unwrap()
+            .contains("订阅")
+    );
 }
