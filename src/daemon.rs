@@ -172,21 +172,31 @@ async fn run_forever(
             Arc::new(config.clone()),
         ))
     });
-    let gateway = (discord_bot.is_none()
-        && Secret::from_env(&config.discord.token_env, "").is_ok())
-    .then(|| {
+    let gateway = (discord_bot.is_none() && Secret::from_env(&config.discord.token_env, "").is_ok()).then(|| {
         tracing::info!(message = "Discord bot connecting to the gateway");
-        tokio::spawn(crate::bot::discord::run_gateway(
-            Arc::new(config.clone()),
-            store.clone(),
-            shutdown.clone(),
-        ))
+        let (config, store, mut shutdown) = (Arc::new(config.clone()), store.clone(), shutdown.clone());
+        tokio::spawn(async move {
+            // Reconnect after failures (network, Discord outages) until shutdown.
+            while !*shutdown.borrow() {
+                if let Err(error) = crate::bot::discord::run_gateway(config.clone(), store.clone(), shutdown.clone()).await {
+                    tracing::error!(message = "Discord gateway failed; reconnecting in 60 s", error = %format!("{error:#}"));
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_secs(60)) => {}
+                    _ = shutdown.wait_for(|stop| *stop) => {}
+                }
+            }
+            Ok::<(), anyhow::Error>(())
+        })
     });
-    if config.discord.register_commands
-        && Secret::from_env(&config.discord.token_env, "").is_ok()
-        && let Err(error) = crate::bot::discord::register_commands(config).await
-    {
-        tracing::error!(message = "Cannot register the Discord slash commands", error = %format!("{error:#}"));
+    if config.discord.register_commands && Secret::from_env(&config.discord.token_env, "").is_ok() {
+        // In the background: a slow Discord must not hold up the daemon's start.
+        let config = config.clone();
+        tokio::spawn(async move {
+            if let Err(error) = crate::bot::discord::register_commands(&config).await {
+                tracing::error!(message = "Cannot register the Discord slash commands", error = %format!("{error:#}"));
+            }
+        });
     }
     let router = crate::web::router(metrics.clone(), webhook_bot, discord_bot);
     let web = tokio::spawn(crate::web::serve(listener, router, async move {

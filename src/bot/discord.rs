@@ -38,7 +38,14 @@ pub fn command_definitions(layers: &[&str]) -> Value {
         .map(|l| json!({"name": l, "value": l}))
         .collect();
     layer_choices.push(json!({"name": "all", "value": "all"}));
-    let layer = |required: bool| json!({"type": 3, "name": "layer", "description": "Compiler-stack layer", "required": required, "choices": layer_choices});
+    // Discord allows 25 choices; with more layers the option is free text (still validated).
+    let layer = |required: bool| {
+        let mut option = json!({"type": 3, "name": "layer", "description": "Compiler-stack layer", "required": required});
+        if layer_choices.len() <= 25 {
+            option["choices"] = Value::Array(layer_choices.clone());
+        }
+        option
+    };
     let score = |name: &str| json!({"type": 4, "name": name, "description": "0-100", "min_value": 0, "max_value": 100});
     let command = |name: &str, key: &str, options: Vec<Value>| {
         json!({
@@ -145,10 +152,17 @@ impl DiscordBot {
     }
 
     /// Checks `X-Signature-Ed25519` over timestamp + body.
+    /// Also refuses timestamps more than five minutes away, so a captured request cannot be
+    /// replayed later.
     pub fn verify(&self, signature: &str, timestamp: &str, body: &[u8]) -> bool {
-        self.verifier
-            .as_ref()
-            .is_some_and(|v| v.verify(signature, timestamp, body).is_ok())
+        let fresh = timestamp
+            .parse::<i64>()
+            .is_ok_and(|t| (Utc::now().timestamp() - t).abs() <= 300);
+        fresh
+            && self
+                .verifier
+                .as_ref()
+                .is_some_and(|v| v.verify(signature, timestamp, body).is_ok())
     }
 
     /// The interaction response for one verified interaction.
@@ -159,10 +173,12 @@ impl DiscordBot {
         let Some(text) = command_text(interaction) else {
             return Ok(ephemeral("This interaction is not supported"));
         };
-        let channel: u64 = interaction["channel_id"]
+        let Some(channel) = interaction["channel_id"]
             .as_str()
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(0);
+            .and_then(|c| c.parse::<u64>().ok())
+        else {
+            return Ok(ephemeral("This command works in a channel"));
+        };
         let address = Address::DiscordChannel(channel);
         let layers = self.config.layer_names();
         let command = match parse(&text, None, &layers) {
@@ -209,7 +225,8 @@ impl DiscordBot {
         })
     }
 
-    /// The rest of a long digest, as follow-up messages on the interaction's webhook.
+    /// The rest of a long digest, as follow-up messages on the interaction's webhook. They
+    /// wait a moment: a follow-up sent before Discord has the first response is refused.
     fn send_followups(&self, interaction: &Value, rest: Vec<Value>) {
         let (Some(app), Some(token)) = (
             interaction["application_id"]
@@ -224,6 +241,7 @@ impl DiscordBot {
         }
         let http = self.followups.clone();
         tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
             for payload in rest {
                 if let Err(error) = http
                     .execute_webhook(

@@ -177,13 +177,9 @@ pub async fn handle(command: Command, ctx: &Ctx<'_>) -> anyhow::Result<Reply> {
                 ctx.store.update_subscriber(&s, ctx.now).await?;
             }
             Ok(Reply::Layers {
-                text: format!(
-                    "{}\n{}",
-                    t.fill(
-                        "bot_layers",
-                        &[("layers", &layers_text(&s.filter.layers, &t))]
-                    ),
-                    t.get("bot_layers_hint")
+                text: t.fill(
+                    "bot_layers",
+                    &[("layers", &layers_text(&s.filter.layers, &t))],
                 ),
                 selected: s.filter.layers.clone(),
                 all: ctx.layer_names().iter().map(|l| l.to_string()).collect(),

@@ -325,6 +325,8 @@ impl TelegramBot {
             } => {
                 let t = Locale::load(&language, self.config.digest.templates_dir.as_deref())?;
                 let names: Vec<&str> = all.iter().map(String::as_str).collect();
+                // The keyboard is Telegram's; so is the hint about it.
+                let text = format!("{text}\n{}", t.get("bot_layers_hint"));
                 self.bot
                     .send_message(chat, text)
                     .link_preview_options(no_preview())

@@ -21,7 +21,13 @@ pub struct DiscordSender {
 }
 
 pub fn client(config: &DiscordConfig, token: &str) -> Http {
-    let builder = HttpBuilder::new(token);
+    // serenity's own client has no timeout: a stuck request would hold a delivery slot.
+    let reqwest = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(30))
+        .connect_timeout(std::time::Duration::from_secs(10))
+        .build()
+        .unwrap_or_default();
+    let builder = HttpBuilder::new(token).client(reqwest);
     match &config.api_url {
         Some(url) => builder
             .proxy(url.as_str().trim_end_matches('/'))
@@ -54,9 +60,8 @@ impl DiscordSender {
         let result = match address {
             Address::DiscordChannel(id) => {
                 let Some(bot) = &self.bot else {
-                    return Err(SendError::Transient {
-                        reason: "No Discord bot token is set (discord.token_env)".into(),
-                        retry_after: None,
+                    return Err(SendError::Failed {
+                        reason: "No Discord bot token is set (discord.token_env); channel subscribers need one".into(),
                     });
                 };
                 bot.send_message(ChannelId::new(*id), Vec::new(), &body)
@@ -102,11 +107,16 @@ pub fn classify(error: serenity::Error) -> SendError {
             response.error.code, response.error.message
         );
         return match status {
+            // A rejected token is the operator's problem, not the subscriber's.
+            401 => SendError::Transient {
+                reason: format!("{reason}; check the bot token"),
+                retry_after: None,
+            },
             429 | 500..=599 => SendError::Transient {
                 reason,
                 retry_after: None,
             },
-            401 | 403 | 404 => SendError::Permanent { reason },
+            403 | 404 => SendError::Permanent { reason },
             _ => SendError::Failed { reason },
         };
     }

@@ -114,6 +114,18 @@ fn event_embed(n: usize, e: &DigestEvent, section: &str, footer: &str, t: &Local
     if let Some(first) = e.sources.first() {
         embed["url"] = Value::String(first.url.clone());
     }
+    // One embed alone must fit a message: shorten the description until it does.
+    while embed_chars(&embed) > CHARS_PER_MESSAGE {
+        let description = embed["description"].as_str().unwrap_or("").to_string();
+        let shorter = description
+            .chars()
+            .count()
+            .saturating_sub(embed_chars(&embed) - CHARS_PER_MESSAGE + 1);
+        if shorter == 0 {
+            break;
+        }
+        embed["description"] = Value::String(truncate_chars(&description, shorter));
+    }
     embed
 }
 

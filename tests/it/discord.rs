@@ -271,7 +271,7 @@ fn signing_key() -> SigningKey {
 
 fn signed(body: &Value, key: &SigningKey) -> (String, String, Vec<u8>) {
     let bytes = serde_json::to_vec(body).unwrap();
-    let timestamp = "1761550000".to_string();
+    let timestamp = chrono::Utc::now().timestamp().to_string();
     let signature = key.sign(&[timestamp.as_bytes(), &bytes].concat());
     (kdigest::parse::hex(&signature.to_bytes()), timestamp, bytes)
 }
