@@ -198,7 +198,21 @@ async fn run_forever(
             }
         });
     }
-    let router = crate::web::router(metrics.clone(), webhook_bot, discord_bot);
+    let unsubscribe = Secret::from_env(crate::tokens::SECRET_ENV, "")
+        .ok()
+        .map(|secret| {
+            Arc::new(crate::web::unsubscribe::Unsubscribe {
+                store: store.clone(),
+                secret,
+                language: config.digest.language.clone(),
+            })
+        });
+    let services = crate::web::Services {
+        telegram: webhook_bot,
+        discord: discord_bot,
+        unsubscribe,
+    };
+    let router = crate::web::router(metrics.clone(), services);
     let web = tokio::spawn(crate::web::serve(listener, router, async move {
         let _ = web_shutdown.wait_for(|stop| *stop).await;
     }));

@@ -32,4 +32,5 @@ pub mod store;
 pub mod subscriber;
 pub mod summarize;
 pub mod text;
+pub mod tokens;
 pub mod web;

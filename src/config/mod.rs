@@ -78,6 +78,35 @@ pub struct Config {
     pub daemon: DaemonConfig,
     pub telegram: TelegramConfig,
     pub discord: DiscordConfig,
+    pub email: EmailConfig,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SmtpTls {
+    /// TLS from the first byte (port 465).
+    Implicit,
+    /// STARTTLS upgrade (port 587).
+    StartTls,
+    /// Plain text: only for a relay on the same machine.
+    None,
+}
+
+#[derive(Debug, Clone)]
+pub struct EmailConfig {
+    pub smtp_host: String,
+    pub smtp_port: u16,
+    pub tls: SmtpTls,
+    /// Empty: no authentication.
+    pub username: String,
+    /// Name of the environment variable holding the SMTP password.
+    pub password_env: String,
+    pub from: lettre::message::Mailbox,
+    pub reply_to: Option<lettre::message::Mailbox>,
+    pub list_id: String,
+    /// Base URL of the web site, for unsubscribe links.
+    pub public_url: url::Url,
+    pub unsubscribe_mailto: Option<String>,
+    pub pool_size: u32,
 }
 
 #[derive(Debug, Clone)]
@@ -272,6 +301,7 @@ const TOP_LEVEL_KEYS: &[&str] = &[
     "daemon",
     "telegram",
     "discord",
+    "email",
 ];
 
 impl Config {
@@ -297,6 +327,7 @@ impl Config {
         let daemon: RawDaemon = section(&table, "daemon", &mut problems);
         let telegram: RawTelegram = section(&table, "telegram", &mut problems);
         let discord: RawDiscord = section(&table, "discord", &mut problems);
+        let email: RawEmail = section(&table, "email", &mut problems);
         let sources = raw_sources(&table, &mut problems);
         let layers = raw_layers(&table, &mut problems);
 
@@ -307,6 +338,7 @@ impl Config {
             daemon: validate_daemon(daemon, &mut problems),
             telegram: validate_telegram(telegram, &mut problems),
             discord: validate_discord(discord, &mut problems),
+            email: validate_email(email, &mut problems),
             digest,
             sources: validate_sources(sources, &mut problems),
             layers: validate_layers(layers, &mut problems),

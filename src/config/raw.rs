@@ -340,3 +340,37 @@ impl Default for RawDiscord {
         }
     }
 }
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawEmail {
+    pub smtp_host: String,
+    pub smtp_port: u16,
+    pub tls: String,
+    pub username: String,
+    pub password_env: String,
+    pub from: String,
+    pub reply_to: Option<String>,
+    pub list_id: String,
+    pub public_url: String,
+    pub unsubscribe_mailto: Option<String>,
+    pub pool_size: u32,
+}
+
+impl Default for RawEmail {
+    fn default() -> Self {
+        RawEmail {
+            smtp_host: "localhost".into(),
+            smtp_port: 587,
+            tls: "starttls".into(),
+            username: String::new(),
+            password_env: "KDIGEST_SMTP_PASSWORD".into(),
+            from: "kdigest <digest@example.org>".into(),
+            reply_to: None,
+            list_id: "digest.example.org".into(),
+            public_url: "https://digest.example.org/".into(),
+            unsubscribe_mailto: None,
+            pool_size: 4,
+        }
+    }
+}

@@ -251,3 +251,71 @@ pub(super) fn validate_discord(raw: RawDiscord, problems: &mut Vec<String>) -> D
         register_commands: raw.register_commands,
     }
 }
+
+pub(super) fn validate_email(raw: RawEmail, problems: &mut Vec<String>) -> EmailConfig {
+    let mailbox = |key: &str, value: &str, problems: &mut Vec<String>| {
+        value.parse::<lettre::message::Mailbox>().map_err(|e| {
+            problems.push(format!(
+                "email.{key}: \"{value}\" is not an address ({e}); use Name <name@example.org>"
+            ));
+        })
+    };
+    let from = mailbox("from", &raw.from, problems).unwrap_or_else(|_| {
+        "kdigest <digest@example.org>"
+            .parse()
+            .expect("static mailbox")
+    });
+    let reply_to = raw
+        .reply_to
+        .as_deref()
+        .and_then(|r| mailbox("reply_to", r, problems).ok());
+    let tls = match raw.tls.as_str() {
+        "implicit" => SmtpTls::Implicit,
+        "starttls" => SmtpTls::StartTls,
+        "none" => SmtpTls::None,
+        other => {
+            problems.push(format!("email.tls: \"{other}\" is not a TLS mode; use implicit (465), starttls (587) or none (local relay only)"));
+            SmtpTls::StartTls
+        }
+    };
+    let public_url = match url::Url::parse(&raw.public_url) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") => u,
+        _ => {
+            problems.push(format!("email.public_url: \"{}\" is not an http(s) URL; it is the base of unsubscribe links", raw.public_url));
+            url::Url::parse("https://digest.example.org/").expect("static URL")
+        }
+    };
+    if raw.smtp_host.trim().is_empty() {
+        problems.push("email.smtp_host: must not be empty".into());
+    }
+    if !(1..=64).contains(&raw.pool_size) {
+        problems.push(format!(
+            "email.pool_size: {} is out of range; use 1 to 64",
+            raw.pool_size
+        ));
+    }
+    if raw.password_env.is_empty()
+        || !raw
+            .password_env
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_')
+    {
+        problems.push(format!(
+            "email.password_env: \"{}\" is not an environment variable name; the password itself never goes in config.toml",
+            raw.password_env
+        ));
+    }
+    EmailConfig {
+        smtp_host: raw.smtp_host,
+        smtp_port: raw.smtp_port,
+        tls,
+        username: raw.username,
+        password_env: raw.password_env,
+        from,
+        reply_to,
+        list_id: raw.list_id,
+        public_url,
+        unsubscribe_mailto: raw.unsubscribe_mailto,
+        pool_size: raw.pool_size.clamp(1, 64),
+    }
+}

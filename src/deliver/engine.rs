@@ -73,6 +73,25 @@ impl Engine {
                 variable = %config.telegram.token_env
             ),
         }
+        // Email needs a relay and the key that signs unsubscribe links.
+        match Secret::from_env(
+            crate::tokens::SECRET_ENV,
+            "the key that signs unsubscribe links",
+        ) {
+            Ok(secret) => match crate::deliver::email::EmailSender::new(&config.email, secret) {
+                Ok(sender) => {
+                    senders.insert(Channel::Email, Sender::Email(Box::new(sender)));
+                }
+                Err(error) => {
+                    tracing::warn!(message = "Email delivery is off", error = %format!("{error:#}"))
+                }
+            },
+            Err(_) => tracing::info!(
+                message =
+                    "No signing key for unsubscribe links; email subscribers are not delivered to",
+                variable = crate::tokens::SECRET_ENV
+            ),
+        }
         // Webhook subscribers need no bot token, so the Discord channel is always there.
         senders.insert(
             Channel::Discord,
@@ -293,7 +312,7 @@ impl Engine {
                 .wait(&destination, subscriber.address.is_group())
                 .await;
             match sender
-                .send(&subscriber.address, &messages[part], &c.id)
+                .send(&subscriber.address, &messages[part], &c.id, subscriber.id)
                 .await
             {
                 Err(SendError::Moved(address))

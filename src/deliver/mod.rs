@@ -4,6 +4,7 @@
 //! rendered message and how to classify its errors.
 
 pub mod discord;
+pub mod email;
 pub mod engine;
 pub mod limits;
 pub mod telegram;
@@ -51,6 +52,7 @@ pub enum Sender {
     Telegram(telegram::TelegramSender),
     // Boxed: serenity's clients are large, and the enum is stored per channel.
     Discord(Box<discord::DiscordSender>),
+    Email(Box<email::EmailSender>),
 }
 
 impl Sender {
@@ -59,6 +61,7 @@ impl Sender {
             Sender::Webhook(_) => Channel::Webhook,
             Sender::Telegram(_) => Channel::Telegram,
             Sender::Discord(_) => Channel::Discord,
+            Sender::Email(_) => Channel::Email,
         }
     }
 
@@ -68,10 +71,14 @@ impl Sender {
         address: &Address,
         message: &str,
         delivery_id: &str,
+        subscriber_id: i64,
     ) -> Result<(), SendError> {
         match (self, address) {
             (Sender::Webhook(s), Address::Webhook(url)) => s.send(url, message, delivery_id).await,
             (Sender::Telegram(s), Address::Telegram(chat)) => s.send(*chat, message).await,
+            (Sender::Email(s), Address::Email(to)) => {
+                s.send(to, message, delivery_id, subscriber_id).await
+            }
             (
                 Sender::Discord(s),
                 address @ (Address::DiscordChannel(_) | Address::DiscordWebhook(_)),
@@ -127,11 +134,10 @@ pub fn render_messages(
         Channel::Webhook => renderer.render(digest, Format::Json)?,
         Channel::Telegram => renderer.render(digest, Format::Telegram)?,
         Channel::Discord => renderer.render(digest, Format::Discord)?,
-        Channel::Email => {
-            let mut parts = renderer.render(digest, Format::EmailHtml)?;
-            parts.extend(renderer.render(digest, Format::EmailText)?);
-            vec![serde_json::to_string(&parts)?]
-        }
+        // The unsubscribe link differs per subscriber: the sender fills it in.
+        Channel::Email => vec![serde_json::to_string(
+            &renderer.email(digest, email::UNSUBSCRIBE_PLACEHOLDER)?,
+        )?],
     })
 }
 

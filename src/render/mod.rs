@@ -81,6 +81,14 @@ impl Format {
     }
 }
 
+/// One rendered newsletter.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct Email {
+    pub subject: String,
+    pub html: String,
+    pub text: String,
+}
+
 pub struct Renderer {
     env: Environment<'static>,
     locale: Locale,
@@ -143,7 +151,7 @@ impl Renderer {
             let escaped = if value.is_safe() {
                 text
             } else {
-                telegram_escape(&text)
+                escape_html(&text)
             };
             out.write_str(&escaped).map_err(|e| {
                 minijinja::Error::new(minijinja::ErrorKind::WriteFailure, e.to_string())
@@ -199,6 +207,28 @@ impl Renderer {
         template
             .render(ctx)
             .with_context(|| format!("Cannot render template {name}"))
+    }
+
+    /// A newsletter: subject, HTML and text, with an unsubscribe link in both parts.
+    pub fn email(&self, digest: &Digest, unsubscribe_url: &str) -> anyhow::Result<Email> {
+        let ctx = context! { unsubscribe_url => unsubscribe_url, ..self.context(digest) };
+        let render = |name: &str| {
+            self.env
+                .get_template(name)?
+                .render(&ctx)
+                .with_context(|| format!("Cannot render template {name}"))
+        };
+        let date = self
+            .locale
+            .fill("digest_for", &[("date", &digest.date.to_string())]);
+        Ok(Email {
+            subject: crate::text::truncate_chars(
+                &collapse_whitespace(&format!("{date}: {}", digest.title)),
+                150,
+            ),
+            html: render("email.html.j2")?,
+            text: render("email.txt.j2")?,
+        })
     }
 
     fn context(&self, d: &Digest) -> Value {
@@ -312,8 +342,8 @@ pub fn notes(d: &Digest, t: &Locale) -> Vec<String> {
     lines
 }
 
-/// Escaping for Telegram's HTML parse mode.
-pub fn telegram_escape(s: &str) -> String {
+/// Escapes & < > " for HTML text and attributes (and Telegram's HTML parse mode).
+pub fn escape_html(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")

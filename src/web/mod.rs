@@ -17,12 +17,31 @@ use crate::bot::telegram::{TelegramBot, WEBHOOK_PATH};
 use crate::deliver::telegram::redact_token;
 use crate::metrics::Metrics;
 
-pub fn router(
-    metrics: Arc<Metrics>,
-    telegram: Option<Arc<TelegramBot>>,
-    discord: Option<Arc<DiscordBot>>,
-) -> Router {
+pub mod unsubscribe;
+
+/// What the web server serves besides health and metrics; each part is optional.
+#[derive(Default)]
+pub struct Services {
+    pub telegram: Option<Arc<TelegramBot>>,
+    pub discord: Option<Arc<DiscordBot>>,
+    pub unsubscribe: Option<Arc<unsubscribe::Unsubscribe>>,
+}
+
+pub fn router(metrics: Arc<Metrics>, services: Services) -> Router {
+    let Services {
+        telegram,
+        discord,
+        unsubscribe,
+    } = services;
     let mut router = Router::new();
+    if let Some(u) = unsubscribe {
+        router = router.route(
+            "/unsubscribe/{token}",
+            get(unsubscribe::show)
+                .post(unsubscribe::confirm)
+                .with_state(u),
+        );
+    }
     if let Some(bot) = telegram {
         router = router.route(WEBHOOK_PATH, post(telegram_webhook).with_state(bot));
     }

@@ -306,11 +306,11 @@ async fn the_interactions_endpoint_verifies_signatures_and_runs_the_shared_comma
         .await
         .unwrap();
     let bot = DiscordBot::new(store.clone(), Arc::new(config.clone()));
-    let router = kdigest::web::router(
-        Arc::new(kdigest::metrics::Metrics::default()),
-        None,
-        Some(Arc::new(bot)),
-    );
+    let services = kdigest::web::Services {
+        discord: Some(Arc::new(bot)),
+        ..Default::default()
+    };
+    let router = kdigest::web::router(Arc::new(kdigest::metrics::Metrics::default()), services);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!(
         "http://{}/discord/interactions",

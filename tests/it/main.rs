@@ -3,6 +3,7 @@
 mod cli;
 mod delivery;
 mod discord;
+mod email;
 mod faults;
 mod fixture_day;
 mod helpers;

@@ -357,11 +357,11 @@ async fn webhook_mode_accepts_signed_updates_only() {
         "the secret is derived, not the token itself"
     );
 
-    let router = kdigest::web::router(
-        Arc::new(kdigest::metrics::Metrics::default()),
-        Some(Arc::new(bot)),
-        None,
-    );
+    let services = kdigest::web::Services {
+        telegram: Some(Arc::new(bot)),
+        ..Default::default()
+    };
+    let router = kdigest::web::router(Arc::new(kdigest::metrics::Metrics::default()), services);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
