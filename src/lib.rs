@@ -1,9 +1,12 @@
 //! kdigest: a daily news digest for the GPU-kernel and ML-compiler world.
 //!
 //! Modules in reading order. The pure core (no I/O, no clock) is `text`, `parse`,
-//! `cluster`, `classify`, `score`, `digest`, `summarize::extractive`, `locale` and `render`.
+//! `cluster`, `classify`, `score`, `digest`, `summarize::extractive`, `locale`, `render`,
+//! `schedule`, `tokens` and the command parser in `bot`.
 //! The edges do I/O: `fetch` (HTTP and files), `store` (SQLite), `summarize::llm`
-//! (chat-completions API), `pipeline` (runs one digest), `demo` and `cli`.
+//! (chat-completions API), `pipeline` (runs one digest), `deliver` (the outbox engine and
+//! the webhook, Telegram, Discord and email senders), `bot` (Telegram and Discord adapters),
+//! `daemon` (`kdigest run`), `web`, `demo` and `cli`.
 //!
 //! ```text
 //! config -> fetch -> parse -> store(items) -> cluster -> classify -> score

@@ -278,13 +278,35 @@ pub(super) fn validate_email(raw: RawEmail, problems: &mut Vec<String>) -> Email
             SmtpTls::StartTls
         }
     };
-    let public_url = match url::Url::parse(&raw.public_url) {
+    // A base URL without a trailing slash would lose its last segment in Url::join.
+    let with_slash = if raw.public_url.ends_with('/') {
+        raw.public_url.clone()
+    } else {
+        format!("{}/", raw.public_url)
+    };
+    let public_url = match url::Url::parse(&with_slash) {
         Ok(u) if matches!(u.scheme(), "http" | "https") => u,
         _ => {
             problems.push(format!("email.public_url: \"{}\" is not an http(s) URL; it is the base of unsubscribe links", raw.public_url));
             url::Url::parse("https://digest.example.org/").expect("static URL")
         }
     };
+    if raw.list_id.trim().is_empty()
+        || raw.list_id.contains(char::is_whitespace)
+        || raw.list_id.contains(['<', '>'])
+    {
+        problems.push(format!("email.list_id: \"{}\" is not a list id; use a domain-like name such as digest.example.org", raw.list_id));
+    }
+    if let Some(mailto) = &raw.unsubscribe_mailto
+        && mailto.parse::<lettre::Address>().is_err()
+    {
+        problems.push(format!(
+            "email.unsubscribe_mailto: \"{mailto}\" is not an email address"
+        ));
+    }
+    if raw.tls == "none" && !raw.username.is_empty() {
+        problems.push("email.tls: \"none\" would send the SMTP password in clear text; use starttls or implicit with a username".into());
+    }
     if raw.smtp_host.trim().is_empty() {
         problems.push("email.smtp_host: must not be empty".into());
     }

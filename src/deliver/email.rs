@@ -2,8 +2,8 @@
 //! (lettre, pooled connections): List-Id, List-Unsubscribe with a signed one-click URL (RFC
 //! 8058) and optional mailto, and a Message-ID stable per (digest, subscriber).
 //!
-//! A 5xx for the recipient disables the subscriber as bounced; 4xx answers and relay
-//! problems (connection, TLS, authentication) are retried, and never mark anyone bounced.
+//! A refused mailbox (550, 551, 553) disables the subscriber as bounced; 4xx answers and relay
+//! problems (connection, TLS, a refused login) are retried and never mark anyone bounced.
 
 use lettre::message::header::{HeaderName, HeaderValue};
 use lettre::message::{Mailbox, MultiPart};
@@ -118,15 +118,32 @@ impl EmailSender {
         subscriber_id: i64,
     ) -> Result<(), SendError> {
         let message = self.message(to, payload, delivery_id, subscriber_id)?;
-        match self.transport.send(message).await {
-            Ok(_) => Ok(()),
-            Err(e) if e.is_permanent() => Err(SendError::Permanent {
-                reason: format!("Bounced: {e}"),
-            }),
-            Err(e) => Err(SendError::Transient {
-                reason: format!("SMTP relay: {e}"),
-                retry_after: None,
-            }),
-        }
+        self.transport
+            .send(message)
+            .await
+            .map(|_| ())
+            .map_err(|e| classify(&e))
+    }
+}
+
+/// Only a refused mailbox is a bounce. A refused login or sender is the relay's or the
+/// operator's problem: retried, and nobody is marked bounced. Other 5xx refuse this message.
+fn classify(e: &lettre::transport::smtp::Error) -> SendError {
+    let code = e.status().map(|c| c.to_string()).unwrap_or_default();
+    match code.as_str() {
+        "550" | "551" | "553" => SendError::Permanent {
+            reason: format!("Bounced: {e}"),
+        },
+        "530" | "534" | "535" | "538" => SendError::Transient {
+            reason: format!("SMTP relay refused our login: {e}"),
+            retry_after: None,
+        },
+        c if c.starts_with('5') => SendError::Failed {
+            reason: format!("SMTP relay refused the message: {e}"),
+        },
+        _ => SendError::Transient {
+            reason: format!("SMTP relay: {e}"),
+            retry_after: None,
+        },
     }
 }
