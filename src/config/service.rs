@@ -73,17 +73,12 @@ pub(super) fn validate_delivery(raw: RawDelivery, problems: &mut Vec<String>) ->
             raw.backoff_base_secs, raw.backoff_max_secs
         ));
     }
-    if raw.webhook_secret_env.is_empty()
-        || !raw
-            .webhook_secret_env
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_')
-    {
-        problems.push(format!(
-            "delivery.webhook_secret_env: \"{}\" is not an environment variable name; the secret itself never goes in config.toml",
-            raw.webhook_secret_env
-        ));
-    }
+    env_var_name(
+        "delivery.webhook_secret_env",
+        &raw.webhook_secret_env,
+        "secret",
+        problems,
+    );
     let mut limits = |name: &str, l: RawLimits| {
         if !(l.per_sec.is_finite() && l.per_sec > 0.0) {
             problems.push(format!(
@@ -138,17 +133,7 @@ pub(super) fn validate_telegram(raw: RawTelegram, problems: &mut Vec<String>) ->
             url::Url::parse("https://api.telegram.org").expect("static URL")
         }
     };
-    if raw.token_env.is_empty()
-        || !raw
-            .token_env
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_')
-    {
-        problems.push(format!(
-            "telegram.token_env: \"{}\" is not an environment variable name; the token itself never goes in config.toml",
-            raw.token_env
-        ));
-    }
+    env_var_name("telegram.token_env", &raw.token_env, "token", problems);
     // teloxide's client gives up after 17 s, so a long poll must end before that.
     if !(1..=15).contains(&raw.poll_timeout_secs) {
         problems.push(format!(
@@ -222,17 +207,7 @@ pub(super) fn validate_discord(raw: RawDiscord, problems: &mut Vec<String>) -> D
             None
         }
     });
-    if raw.token_env.is_empty()
-        || !raw
-            .token_env
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_')
-    {
-        problems.push(format!(
-            "discord.token_env: \"{}\" is not an environment variable name; the token itself never goes in config.toml",
-            raw.token_env
-        ));
-    }
+    env_var_name("discord.token_env", &raw.token_env, "token", problems);
     let public_key = raw.public_key.filter(|k| {
         let ok = k.len() == 64 && k.chars().all(|c| c.is_ascii_hexdigit());
         if !ok {
@@ -316,17 +291,12 @@ pub(super) fn validate_email(raw: RawEmail, problems: &mut Vec<String>) -> Email
             raw.pool_size
         ));
     }
-    if raw.password_env.is_empty()
-        || !raw
-            .password_env
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_')
-    {
-        problems.push(format!(
-            "email.password_env: \"{}\" is not an environment variable name; the password itself never goes in config.toml",
-            raw.password_env
-        ));
-    }
+    env_var_name(
+        "email.password_env",
+        &raw.password_env,
+        "password",
+        problems,
+    );
     EmailConfig {
         smtp_host: raw.smtp_host,
         smtp_port: raw.smtp_port,

@@ -249,18 +249,7 @@ pub(super) fn validate_summarize(raw: RawSummarize, problems: &mut Vec<String>) 
             url::Url::parse("http://invalid.invalid").expect("static URL")
         }
     };
-    let env_ok = !raw.api_key_env.is_empty()
-        && raw
-            .api_key_env
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if !env_ok {
-        problems.push(format!(
-            "summarize.api_key_env: \"{}\" is not an environment variable name; the key itself \
-             never goes in config.toml",
-            raw.api_key_env
-        ));
-    }
+    env_var_name("summarize.api_key_env", &raw.api_key_env, "key", problems);
     if raw.concurrency == 0 || raw.concurrency > 64 {
         problems.push(format!(
             "summarize.concurrency: {} is out of range; use 1 to 64",
@@ -333,5 +322,14 @@ pub(super) fn validate_fetch(raw: RawFetch, problems: &mut Vec<String>) -> Fetch
         max_redirects: raw.max_redirects,
         retries: raw.retries,
         user_agent: raw.user_agent,
+    }
+}
+
+/// Config names the environment variable that holds a secret, never the secret itself.
+pub(super) fn env_var_name(key: &str, value: &str, what: &str, problems: &mut Vec<String>) {
+    if value.is_empty() || !value.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        problems.push(format!(
+            "{key}: \"{value}\" is not an environment variable name; the {what} itself never goes in config.toml"
+        ));
     }
 }
