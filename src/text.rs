@@ -244,17 +244,21 @@ pub fn truncate_chars(s: &str, max: usize) -> String {
 }
 
 /// Escapes Markdown syntax in untrusted text (Markdown renders and Discord) so a feed title
-/// cannot inject links, emphasis or HTML.
+/// cannot inject links, emphasis or HTML. Brackets are escaped, so parentheses cannot form a
+/// link and stay as they are (readable); `#` only matters at the start of a line.
 pub fn markdown_escape(value: &str) -> String {
     let mut out = String::with_capacity(value.len());
+    let mut line_start = true;
     for c in value.chars() {
         if matches!(
             c,
-            '\\' | '`' | '*' | '_' | '[' | ']' | '(' | ')' | '<' | '>' | '#' | '|' | '~'
-        ) {
+            '\\' | '`' | '*' | '_' | '[' | ']' | '<' | '>' | '|' | '~'
+        ) || (c == '#' && line_start)
+        {
             out.push('\\');
         }
         out.push(c);
+        line_start = c == '\n' || (line_start && c == ' ');
     }
     out
 }
@@ -279,6 +283,19 @@ mod tests {
         let (text, links) = html_to_text(html);
         assert_eq!(text, "Fast & small.\n• One\n• paper\ntail ’ 😀 &bogus;");
         assert_eq!(links, vec!["https://arxiv.org/abs/2610.1?a=1&b=2"]);
+    }
+
+    #[test]
+    fn markdown_escape_defuses_links_and_headings_but_keeps_prose_readable() {
+        assert_eq!(
+            markdown_escape("[x](javascript:alert(1))"),
+            "\\[x\\](javascript:alert(1))"
+        );
+        assert_eq!(
+            markdown_escape("# not a heading, issue #12"),
+            "\\# not a heading, issue #12"
+        );
+        assert_eq!(markdown_escape("a_b *c* <b>"), "a\\_b \\*c\\* \\<b\\>");
     }
 
     #[test]
