@@ -207,10 +207,15 @@ async fn run_forever(
                 language: config.digest.language.clone(),
             })
         });
+    let blog = Some(Arc::new(crate::web::blog::Blog::new(
+        store.clone(),
+        Arc::new(config.clone()),
+    )?));
     let services = crate::web::Services {
         telegram: webhook_bot,
         discord: discord_bot,
         unsubscribe,
+        blog,
     };
     let router = crate::web::router(metrics.clone(), services);
     let web = tokio::spawn(crate::web::serve(listener, router, async move {

@@ -36,6 +36,7 @@ const TEMPLATES: &[(&str, &str)] = &[
         "telegram.html.j2",
         include_str!("../../templates/telegram.html.j2"),
     ),
+    ("home.html.j2", include_str!("../../templates/home.html.j2")),
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -207,6 +208,45 @@ impl Renderer {
         template
             .render(ctx)
             .with_context(|| format!("Cannot render template {name}"))
+    }
+
+    /// The blog page of one digest, with a link home and its read count.
+    pub fn page(&self, digest: &Digest, reads: i64) -> anyhow::Result<String> {
+        let reads = self.locale.fill("reads", &[("n", &reads.to_string())]);
+        let ctx = context! { back_url => "/", reads => reads, ..self.context(digest) };
+        Ok(self.env.get_template("digest.html.j2")?.render(ctx)?)
+    }
+
+    /// The blog home: (date, title, overview excerpt, reads) per digest, and paging links.
+    pub fn home(
+        &self,
+        digests: &[(Digest, i64)],
+        newer: Option<i64>,
+        older: Option<i64>,
+    ) -> anyhow::Result<String> {
+        let items: Vec<Value> = digests
+            .iter()
+            .map(|(d, reads)| {
+                context! {
+                    date => d.date.to_string(),
+                    title => d.title,
+                    excerpt => crate::text::truncate_chars(&collapse_whitespace(&d.overview), 240),
+                    reads => self.locale.fill("reads", &[("n", &reads.to_string())]),
+                }
+            })
+            .collect();
+        let language = digests
+            .first()
+            .map_or("zh-CN", |(d, _)| d.language.as_str())
+            .to_string();
+        let ctx = context! {
+            t => Value::from_serialize(&self.locale),
+            lang => language,
+            digests => items,
+            newer => newer,
+            older => older,
+        };
+        Ok(self.env.get_template("home.html.j2")?.render(ctx)?)
     }
 
     /// A newsletter: subject, HTML and text, with an unsubscribe link in both parts.

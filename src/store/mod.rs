@@ -235,6 +235,47 @@ impl Store {
             .transpose()
     }
 
+    /// Stored digests, newest first: (date, digest, reads).
+    pub async fn digests_page(
+        &self,
+        offset: i64,
+        limit: i64,
+    ) -> anyhow::Result<Vec<(Digest, i64)>> {
+        let rows = sqlx::query(
+            "SELECT data, reads FROM digests ORDER BY digest_date DESC LIMIT $1 OFFSET $2",
+        )
+        .bind(limit)
+        .bind(offset)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok((
+                    serde_json::from_str(r.get(0)).context("Stored digest is not valid JSON")?,
+                    r.get(1),
+                ))
+            })
+            .collect()
+    }
+
+    pub async fn digest_count(&self) -> anyhow::Result<i64> {
+        Ok(sqlx::query("SELECT COUNT(*) FROM digests")
+            .fetch_one(&self.pool)
+            .await?
+            .get(0))
+    }
+
+    /// Counts one read of a digest page; returns the new count.
+    pub async fn record_read(&self, date: NaiveDate) -> anyhow::Result<i64> {
+        let row = sqlx::query(
+            "UPDATE digests SET reads = reads + 1 WHERE digest_date = $1 RETURNING reads",
+        )
+        .bind(date.to_string())
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map_or(0, |r| r.get(0)))
+    }
+
     pub async fn latest_digest(&self) -> anyhow::Result<Option<Digest>> {
         let row = sqlx::query("SELECT data FROM digests ORDER BY digest_date DESC LIMIT 1")
             .fetch_optional(&self.pool)

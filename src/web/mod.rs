@@ -17,6 +17,7 @@ use crate::bot::telegram::{TelegramBot, WEBHOOK_PATH};
 use crate::deliver::telegram::redact_token;
 use crate::metrics::Metrics;
 
+pub mod blog;
 pub mod unsubscribe;
 
 /// What the web server serves besides health and metrics; each part is optional.
@@ -25,6 +26,7 @@ pub struct Services {
     pub telegram: Option<Arc<TelegramBot>>,
     pub discord: Option<Arc<DiscordBot>>,
     pub unsubscribe: Option<Arc<unsubscribe::Unsubscribe>>,
+    pub blog: Option<Arc<blog::Blog>>,
 }
 
 pub fn router(metrics: Arc<Metrics>, services: Services) -> Router {
@@ -32,8 +34,18 @@ pub fn router(metrics: Arc<Metrics>, services: Services) -> Router {
         telegram,
         discord,
         unsubscribe,
+        blog,
     } = services;
     let mut router = Router::new();
+    if let Some(b) = blog {
+        router = router
+            .route("/", get(blog::home).with_state(b.clone()))
+            .route(
+                "/digest/{date}",
+                get(blog::digest_page).with_state(b.clone()),
+            )
+            .route("/feed.xml", get(blog::feed).with_state(b));
+    }
     if let Some(u) = unsubscribe {
         router = router.route(
             "/unsubscribe/{token}",

@@ -30,7 +30,6 @@ struct Received {
     signature: Option<String>,
     timestamp: String,
     body: String,
-    at: Instant,
 }
 
 #[derive(Default)]
@@ -70,7 +69,6 @@ async fn hook(
             signature: header("x-kdigest-signature"),
             timestamp: header("x-kdigest-timestamp").unwrap_or_default(),
             body: String::from_utf8_lossy(&body).into_owned(),
-            at: Instant::now(),
         });
         log.len()
     };
@@ -227,18 +225,8 @@ async fn webhook_deliveries_are_signed_filtered_retried_and_disabled_per_subscri
         kdigest::deliver::delivery_id(digest.date, runtime)
     );
 
-    // The 429 paused only its own destination: the healthy ones were all served before its retry.
-    let retry_at = log
-        .iter()
-        .filter(|r| r.path == "limited")
-        .nth(1)
-        .unwrap()
-        .at;
-    assert!(
-        log.iter()
-            .filter(|r| r.path == "all" || r.path == "all2")
-            .all(|r| r.at < retry_at)
-    );
+    // All these webhooks share one host, which is one rate-limit destination: a 429 from it
+    // pauses that host only. (Per-chat independence is tested with Telegram chats.)
 
     let status = |id| {
         let store = store.clone();

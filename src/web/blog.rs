@@ -1,0 +1,169 @@
+//! The blog: `/` (digests newest first, paged), `/digest/{date}` (one digest, optionally
+//! filtered with `?layers=a,b&min_score=70`, with a read count), `/feed.xml` (Atom 1.0).
+//! Everything is rendered from stored digests; feed text is escaped by the templates.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use chrono::NaiveDate;
+use serde::Deserialize;
+
+use crate::config::Config;
+use crate::digest::filter;
+use crate::model::{Filter, Score};
+use crate::render::{Renderer, escape_html};
+use crate::store::Store;
+
+const PAGE_SIZE: i64 = 10;
+const FEED_ENTRIES: i64 = 20;
+pub const CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; form-action 'self'; frame-ancestors 'none'";
+
+pub struct Blog {
+    pub store: Store,
+    pub config: Arc<Config>,
+    pub renderer: Renderer,
+}
+
+impl Blog {
+    pub fn new(store: Store, config: Arc<Config>) -> anyhow::Result<Blog> {
+        let renderer = Renderer::new(
+            &config.digest.language,
+            config.digest.templates_dir.as_deref(),
+        )?;
+        Ok(Blog {
+            store,
+            config,
+            renderer,
+        })
+    }
+}
+
+fn html(status: StatusCode, body: String) -> Response {
+    (
+        status,
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CONTENT_SECURITY_POLICY, CSP),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+fn failure(error: anyhow::Error) -> Response {
+    tracing::error!(message = "Blog page failed", error = %format!("{error:#}"));
+    StatusCode::INTERNAL_SERVER_ERROR.into_response()
+}
+
+#[derive(Deserialize)]
+pub struct PageQuery {
+    page: Option<i64>,
+}
+
+pub async fn home(State(blog): State<Arc<Blog>>, Query(q): Query<PageQuery>) -> Response {
+    let page = q.page.unwrap_or(1).max(1);
+    let result = async {
+        let total = blog.store.digest_count().await?;
+        let digests = blog
+            .store
+            .digests_page((page - 1) * PAGE_SIZE, PAGE_SIZE)
+            .await?;
+        let newer = (page > 1).then_some(page - 1);
+        let older = (page * PAGE_SIZE < total).then_some(page + 1);
+        blog.renderer.home(&digests, newer, older)
+    };
+    match result.await {
+        Ok(body) => html(StatusCode::OK, body),
+        Err(e) => failure(e),
+    }
+}
+
+#[derive(Deserialize)]
+pub struct DigestQuery {
+    layers: Option<String>,
+    min_score: Option<f64>,
+}
+
+pub async fn digest_page(
+    State(blog): State<Arc<Blog>>,
+    Path(date): Path<String>,
+    Query(q): Query<DigestQuery>,
+) -> Response {
+    let Ok(date) = NaiveDate::parse_from_str(&date, "%Y-%m-%d") else {
+        return StatusCode::NOT_FOUND.into_response();
+    };
+    let result = async {
+        let Some(mut digest) = blog.store.load_digest(date).await? else {
+            return Ok(None);
+        };
+        if q.layers.is_some() || q.min_score.is_some() {
+            let valid = blog.config.layer_names();
+            let layers: BTreeSet<String> = q
+                .layers
+                .as_deref()
+                .unwrap_or("")
+                .split(',')
+                .map(str::trim)
+                .filter(|l| valid.contains(l))
+                .map(str::to_string)
+                .collect();
+            let min_score = q
+                .min_score
+                .and_then(Score::parse_threshold)
+                .unwrap_or_default();
+            digest = filter(
+                &digest,
+                &Filter { layers, min_score },
+                blog.renderer.locale(),
+            );
+        }
+        let reads = blog.store.record_read(date).await?;
+        blog.renderer.page(&digest, reads).map(Some)
+    };
+    match result.await {
+        Ok(Some(body)) => html(StatusCode::OK, body),
+        Ok(None) => StatusCode::NOT_FOUND.into_response(),
+        Err(e) => failure(e),
+    }
+}
+
+/// Atom 1.0: one entry per digest, newest first.
+pub async fn feed(State(blog): State<Arc<Blog>>) -> Response {
+    let base = blog.config.email.public_url.clone();
+    let result = async {
+        let digests = blog.store.digests_page(0, FEED_ENTRIES).await?;
+        let t = blog.renderer.locale();
+        let updated = digests.first().map_or_else(
+            || "1970-01-01T00:00:00Z".to_string(),
+            |(d, _)| d.window.end.to_rfc3339(),
+        );
+        let mut xml = format!(
+            "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<feed xmlns=\"http://www.w3.org/2005/Atom\">\n<id>{base}</id>\n<title>{}</title>\n<subtitle>{}</subtitle>\n<updated>{updated}</updated>\n<link rel=\"self\" href=\"{}\"/>\n<link rel=\"alternate\" href=\"{base}\"/>\n",
+            escape_html(t.get("blog_title")),
+            escape_html(t.get("blog_tagline")),
+            base.join("feed.xml")?
+        );
+        for (d, _) in &digests {
+            let url = base.join(&format!("digest/{}", d.date))?;
+            xml.push_str(&format!(
+                "<entry>\n<id>{url}</id>\n<title>{}</title>\n<updated>{}</updated>\n<link rel=\"alternate\" href=\"{url}\"/>\n<author><name>kdigest</name></author>\n<summary>{}</summary>\n</entry>\n",
+                escape_html(&d.title),
+                d.window.end.to_rfc3339(),
+                escape_html(&d.overview)
+            ));
+        }
+        xml.push_str("</feed>\n");
+        anyhow::Ok(xml)
+    };
+    match result.await {
+        Ok(xml) => (
+            [(header::CONTENT_TYPE, "application/atom+xml; charset=utf-8")],
+            xml,
+        )
+            .into_response(),
+        Err(e) => failure(e),
+    }
+}
