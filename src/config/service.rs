@@ -262,7 +262,7 @@ pub(super) fn validate_email(raw: RawEmail, problems: &mut Vec<String>) -> Email
     let public_url = match url::Url::parse(&with_slash) {
         Ok(u) if matches!(u.scheme(), "http" | "https") => u,
         _ => {
-            problems.push(format!("email.public_url: \"{}\" is not an http(s) URL; it is the base of unsubscribe links", raw.public_url));
+            problems.push(format!("email.public_url: \"{}\" is not an http(s) URL; it is the base of unsubscribe and feed links", raw.public_url));
             url::Url::parse("https://digest.example.org/").expect("static URL")
         }
     };

@@ -1,7 +1,7 @@
-//! The daemon's HTTP side: `/healthz`, Prometheus `/metrics` and, in Telegram webhook mode,
-//! `/telegram/webhook`, and Discord's `/discord/interactions` when a public key is configured.
-//! The blog, Atom feed, sign-up and interaction endpoints of later
-//! issues mount on this router.
+//! The daemon's HTTP side: `/healthz`, Prometheus `/metrics`, the blog (`/`,
+//! `/digest/{date}`, `/feed.xml`), `/unsubscribe/{token}` when KDIGEST_SECRET is set,
+//! Telegram's `/telegram/webhook` in webhook mode, and Discord's `/discord/interactions`
+//! when a public key is configured. Sign-up and preferences pages are still to come.
 
 use std::sync::Arc;
 
