@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use crate::helpers::repo_root;
+use crate::helpers::{repo_root, write_file_config};
 
 fn kdigest(config: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_kdigest"))
@@ -18,15 +18,7 @@ fn kdigest(config: &Path, args: &[&str]) -> Output {
 
 /// A config whose sources are the bundled example files, read from disk.
 fn file_config(dir: &Path) -> std::path::PathBuf {
-    let feeds = repo_root().join("examples/feeds");
-    let text = kdigest::demo::DEMO_CONFIG.replace("{base}", &format!("file://{}", feeds.display()));
-    let path = dir.join("config.toml");
-    std::fs::write(
-        &path,
-        format!("{text}\n[storage]\npath = \"db/kdigest.sqlite\"\n"),
-    )
-    .unwrap();
-    path
+    write_file_config(dir, "db/kdigest.sqlite", "")
 }
 
 fn stdout(o: &Output) -> String {

@@ -21,7 +21,7 @@ use kdigest::pipeline;
 use kdigest::store::Store;
 use kdigest::subscriber::{Address, Status};
 
-use crate::helpers::{fixture_config, open_store, repo_root, spawn_feed_server};
+use crate::helpers::{fixture_config, open_store, spawn_feed_server, write_file_config};
 
 #[derive(Clone, Debug)]
 struct Received {
@@ -258,16 +258,8 @@ fn kdigest(config: &Path, args: &[&str]) -> Command {
 
 /// A config with the bundled feeds read from disk and one sequential webhook worker.
 fn binary_config(dir: &Path) -> std::path::PathBuf {
-    let feeds = repo_root().join("examples/feeds");
-    let text = kdigest::demo::DEMO_CONFIG.replace("{base}", &format!("file://{}", feeds.display()));
-    let path = dir.join("config.toml");
     let delivery = "[delivery]\ntimeout_secs = 10.0\n[delivery.webhook]\nper_sec = 500.0\nper_destination_per_sec = 500.0\nconcurrency = 1\n";
-    std::fs::write(
-        &path,
-        format!("{text}\n[storage]\npath = \"kdigest.sqlite\"\n{delivery}"),
-    )
-    .unwrap();
-    path
+    write_file_config(dir, "kdigest.sqlite", delivery)
 }
 
 fn add_via_cli(config: &Path, hooks: &str, n: usize) {

@@ -17,8 +17,8 @@ use kdigest::subscriber::{Address, Status};
 use serde_json::{Value, json};
 
 use crate::helpers::{
-    discord_spec, fixture_config, open_store, reference_dir, repo_root, schema_problems,
-    spawn_feed_server,
+    discord_spec, fixture_config, open_store, reference_dir, schema_problems, spawn_feed_server,
+    write_file_config,
 };
 
 const OK_CHANNEL: u64 = 290_926_798_999_357_250;
@@ -168,15 +168,14 @@ async fn spawn_discord() -> (String, Arc<Mock>) {
 async fn run_once_posts_embeds_to_channels_and_webhooks_and_disables_dead_ones() {
     let (api, mock) = spawn_discord().await;
     let dir = tempfile::tempdir().unwrap();
-    let feeds = repo_root().join("examples/feeds");
-    let text = kdigest::demo::DEMO_CONFIG.replace("{base}", &format!("file://{}", feeds.display()));
-    let config_path = dir.path().join("config.toml");
     let env = "KDIGEST_TEST_DISCORD_TOKEN";
-    std::fs::write(
-        &config_path,
-        format!("{text}\n[storage]\npath = \"k.sqlite\"\n[discord]\napi_url = \"{api}\"\ntoken_env = \"{env}\"\n[delivery.discord]\nper_sec = 100.0\nper_destination_per_sec = 20.0\nconcurrency = 8\n"),
-    )
-    .unwrap();
+    let config_path = write_file_config(
+        dir.path(),
+        "k.sqlite",
+        &format!(
+            "[discord]\napi_url = \"{api}\"\ntoken_env = \"{env}\"\n[delivery.discord]\nper_sec = 100.0\nper_destination_per_sec = 20.0\nconcurrency = 8\n"
+        ),
+    );
     let kdigest = |args: &[&str]| {
         Command::new(env!("CARGO_BIN_EXE_kdigest"))
             .arg("--config")

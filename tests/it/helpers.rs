@@ -211,6 +211,20 @@ pub fn fixture_config(feeds_base: &str, dir: &std::path::Path, extra: &str) -> C
     config
 }
 
+/// Writes a config file for the binary: the demo configuration reading the bundled feeds from
+/// disk, the database at `storage` (relative to the file), and `extra` TOML.
+pub fn write_file_config(dir: &std::path::Path, storage: &str, extra: &str) -> PathBuf {
+    let feeds = repo_root().join("examples/feeds");
+    let text = kdigest::demo::DEMO_CONFIG.replace("{base}", &format!("file://{}", feeds.display()));
+    let path = dir.join("config.toml");
+    std::fs::write(
+        &path,
+        format!("{text}\n[storage]\npath = \"{storage}\"\n{extra}"),
+    )
+    .unwrap();
+    path
+}
+
 pub async fn open_store(config: &Config) -> Store {
     Store::open(&config.storage.path).await.unwrap()
 }

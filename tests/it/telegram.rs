@@ -9,7 +9,7 @@ use kdigest::store::Store;
 use kdigest::subscriber::{Address, Status};
 use kdigest::{deliver, pipeline};
 
-use crate::helpers::{fixture_config, open_store, repo_root, spawn_feed_server};
+use crate::helpers::{fixture_config, open_store, spawn_feed_server, write_file_config};
 use crate::telegram_mock::{ChatMode, Mock, TOKEN, callback_update, spawn_mock, text_update};
 
 /// Waits until the mock has served every scripted update and nothing new was sent for a while.
@@ -230,17 +230,14 @@ async fn run_once_delivers_to_telegram_chats_and_handles_each_failure_on_its_own
         modes.insert(bad_html, ChatMode::BadHtmlOnce);
     }
     let dir = tempfile::tempdir().unwrap();
-    let feeds = repo_root().join("examples/feeds");
-    let text = kdigest::demo::DEMO_CONFIG.replace("{base}", &format!("file://{}", feeds.display()));
-    let config_path = dir.path().join("config.toml");
     let env = "KDIGEST_TEST_TG_TOKEN_RUN";
-    std::fs::write(
-        &config_path,
-        format!(
-            "{text}\n[storage]\npath = \"k.sqlite\"\n[delivery]\nbackoff_base_secs = 0.5\n[telegram]\napi_url = \"{api}\"\ntoken_env = \"{env}\"\ngroup_per_minute = 600\n"
+    let config_path = write_file_config(
+        dir.path(),
+        "k.sqlite",
+        &format!(
+            "[delivery]\nbackoff_base_secs = 0.5\n[telegram]\napi_url = \"{api}\"\ntoken_env = \"{env}\"\ngroup_per_minute = 600\n"
         ),
-    )
-    .unwrap();
+    );
     let kdigest = |args: &[&str]| {
         Command::new(env!("CARGO_BIN_EXE_kdigest"))
             .arg("--config")
