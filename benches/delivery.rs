@@ -17,29 +17,12 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use chrono::Utc;
-use kdigest::config::Config;
 use kdigest::deliver::engine::{Engine, Until};
 use kdigest::deliver::{RenderCache, plan};
 use kdigest::metrics::Metrics;
-use kdigest::model::{Digest, Filter, Score};
+use kdigest::model::{Filter, Score};
 use kdigest::store::{NewSubscriber, Store};
 use kdigest::subscriber::{Address, Channel, Status};
-
-fn config(dir: &std::path::Path, extra: &str) -> Config {
-    let feeds = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/feeds");
-    let text = kdigest::demo::DEMO_CONFIG.replace("{base}", &format!("file://{}", feeds.display()));
-    let mut c = Config::parse(&format!("{text}\n{extra}")).unwrap();
-    c.storage.path = dir.join("bench.sqlite");
-    c
-}
-
-async fn fixture(config: &Config) -> (Store, Digest) {
-    let store = Store::open(&config.storage.path).await.unwrap();
-    let d = kdigest::pipeline::generate(config, &store, kdigest::demo::demo_date(), &|_| {})
-        .await
-        .unwrap();
-    (store, d)
-}
 
 fn filters() -> Vec<Filter> {
     let layers = [
@@ -83,8 +66,8 @@ async fn add_subscribers(store: &Store, urls: impl Iterator<Item = String>) {
 
 async fn bench_planning() {
     let dir = tempfile::tempdir().unwrap();
-    let config = config(dir.path(), "");
-    let (store, digest) = fixture(&config).await;
+    let config = common::config(dir.path(), "");
+    let (store, digest) = common::fixture(&config).await;
     add_subscribers(
         &store,
         (0..100_000).map(|i| format!("https://hooks.example.org/h/{i}")),
@@ -183,8 +166,8 @@ async fn spawn_receiver(limit: Option<usize>) -> (String, Arc<Receiver>) {
 
 async fn bench_fan_out(label: &str, n: usize, limit: Option<usize>, delivery_toml: &str) {
     let dir = tempfile::tempdir().unwrap();
-    let config = config(dir.path(), delivery_toml);
-    let (store, digest) = fixture(&config).await;
+    let config = common::config(dir.path(), delivery_toml);
+    let (store, digest) = common::fixture(&config).await;
     let (base, receiver) = spawn_receiver(limit).await;
     // One filter that matches, so every subscriber gets one message.
     let addresses: Vec<Address> = (0..n)

@@ -16,11 +16,10 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use chrono::Utc;
-use kdigest::config::Config;
 use kdigest::deliver::engine::{Engine, Until};
 use kdigest::metrics::Metrics;
 use kdigest::model::Filter;
-use kdigest::store::{NewSubscriber, Store};
+use kdigest::store::NewSubscriber;
 use kdigest::subscriber::{Address, Status};
 
 #[derive(Default)]
@@ -99,12 +98,8 @@ fn main() {
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
 
         let dir = tempfile::tempdir().unwrap();
-        let feeds = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/feeds");
-        let text = kdigest::demo::DEMO_CONFIG.replace("{base}", &format!("file://{}", feeds.display()));
-        let mut config = Config::parse(&format!("{text}\n[discord]\napi_url = \"{base}\"\n")).unwrap();
-        config.storage.path = dir.path().join("bench.sqlite");
-        let store = Store::open(&config.storage.path).await.unwrap();
-        let digest = kdigest::pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {}).await.unwrap();
+        let config = common::config(dir.path(), &format!("[discord]\napi_url = \"{base}\"\n"));
+        let (store, digest) = common::fixture(&config).await;
         let addresses: Vec<Address> = (0..500u64)
             .map(|i| Address::parse(&format!("discord:https://discord.com/api/webhooks/{}/tok{i}", 100_000_000_000_000_000 + i)).unwrap())
             .collect();

@@ -15,11 +15,10 @@ use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use chrono::Utc;
-use kdigest::config::Config;
 use kdigest::deliver::engine::{Engine, Until};
 use kdigest::metrics::Metrics;
 use kdigest::model::{Filter, Score};
-use kdigest::store::{NewSubscriber, Store};
+use kdigest::store::NewSubscriber;
 use kdigest::subscriber::{Address, Status};
 use serde_json::{Value, json};
 
@@ -92,13 +91,9 @@ fn main() {
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
 
         let dir = tempfile::tempdir().unwrap();
-        let feeds = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/feeds");
-        let text = kdigest::demo::DEMO_CONFIG.replace("{base}", &format!("file://{}", feeds.display()));
         unsafe { std::env::set_var("KDIGEST_BENCH_TG_TOKEN", "123:bench") };
-        let mut config = Config::parse(&format!("{text}\n[telegram]\napi_url = \"{base}\"\ntoken_env = \"KDIGEST_BENCH_TG_TOKEN\"\n")).unwrap();
-        config.storage.path = dir.path().join("bench.sqlite");
-        let store = Store::open(&config.storage.path).await.unwrap();
-        let digest = kdigest::pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {}).await.unwrap();
+        let config = common::config(dir.path(), &format!("[telegram]\napi_url = \"{base}\"\ntoken_env = \"KDIGEST_BENCH_TG_TOKEN\"\n"));
+        let (store, digest) = common::fixture(&config).await;
         // A threshold that leaves the top event: one Telegram message per subscriber.
         let filter = Filter { layers: Default::default(), min_score: Score::from_f64(88.0) };
         let addresses: Vec<Address> = (1..=1000).map(Address::Telegram).collect();

@@ -1,6 +1,7 @@
 //! Shared by the benchmark binaries.
 
 /// Peak resident set size of this process so far (VmHWM), in MiB.
+#[allow(dead_code)]
 pub fn peak_rss_mib() -> f64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let kib: f64 = status
@@ -9,4 +10,29 @@ pub fn peak_rss_mib() -> f64 {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap_or(0.0);
     kib / 1024.0
+}
+
+/// The demo configuration reading the bundled feeds from disk, plus `extra` TOML, with its
+/// database in `dir`.
+#[allow(dead_code)] // not every bench binary uses every helper
+pub fn config(dir: &std::path::Path, extra: &str) -> kdigest::config::Config {
+    let feeds = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/feeds");
+    let text = kdigest::demo::DEMO_CONFIG.replace("{base}", &format!("file://{}", feeds.display()));
+    let mut c = kdigest::config::Config::parse(&format!("{text}\n{extra}")).unwrap();
+    c.storage.path = dir.join("bench.sqlite");
+    c
+}
+
+/// The store and the fixture day's digest (2026-10-28) for `config`.
+#[allow(dead_code)]
+pub async fn fixture(
+    config: &kdigest::config::Config,
+) -> (kdigest::store::Store, kdigest::model::Digest) {
+    let store = kdigest::store::Store::open(&config.storage.path)
+        .await
+        .unwrap();
+    let d = kdigest::pipeline::generate(config, &store, kdigest::demo::demo_date(), &|_| {})
+        .await
+        .unwrap();
+    (store, d)
 }
