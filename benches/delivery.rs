@@ -158,9 +158,7 @@ async fn spawn_receiver(limit: Option<usize>) -> (String, Arc<Receiver>) {
     let app = Router::new()
         .route("/h/{path}", post(receive))
         .with_state(r.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}/h", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let base = format!("{}/h", common::serve(app).await);
     (base, r)
 }
 

@@ -93,9 +93,7 @@ fn main() {
     rt.block_on(async {
         let api = Arc::new(Api::default());
         let app = Router::new().route("/api/v10/webhooks/{id}/{token}", post(execute)).with_state(api.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        let base = common::serve(app).await;
 
         let dir = tempfile::tempdir().unwrap();
         let config = common::config(dir.path(), &format!("[discord]\napi_url = \"{base}\"\n"));

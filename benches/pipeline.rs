@@ -164,9 +164,7 @@ async fn bench_fetch(config: &Config) {
                 ""
             }),
         );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let base = common::serve(app).await;
 
     let sources: Vec<SourceConfig> = (0..200)
         .map(|i| {

@@ -86,9 +86,7 @@ fn main() {
     rt.block_on(async {
         let api = Arc::new(Api::default());
         let app = Router::new().route("/{bot}/{method}", post(send)).with_state(api.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        let base = common::serve(app).await;
 
         let dir = tempfile::tempdir().unwrap();
         unsafe { std::env::set_var("KDIGEST_BENCH_TG_TOKEN", "123:bench") };

@@ -36,3 +36,12 @@ pub async fn fixture(
         .unwrap();
     (store, d)
 }
+
+/// Serves `app` on a free loopback port; returns `http://127.0.0.1:<port>`.
+#[allow(dead_code)]
+pub async fn serve(app: axum::Router) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    base
+}

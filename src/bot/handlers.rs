@@ -12,7 +12,7 @@ use super::{Command, DateArg, Reply};
 use crate::config::Config;
 use crate::digest;
 use crate::locale::Locale;
-use crate::model::{Digest, Filter, Score};
+use crate::model::{Digest, Filter};
 use crate::schedule::next_run;
 use crate::store::Store;
 use crate::subscriber::{Address, Status, Subscriber};
@@ -391,9 +391,4 @@ pub fn toggle_layer(current: &BTreeSet<String>, layer: Option<&str>) -> BTreeSet
             next
         }
     }
-}
-
-/// The threshold users see when they have not set one.
-pub fn default_threshold(config: &Config) -> Score {
-    config.digest.min_score
 }

@@ -56,6 +56,28 @@ pub struct FilterArgs {
     lang: Option<String>,
 }
 
+impl FilterArgs {
+    /// Validates the options given and applies them over `filter` and `language`; what is not
+    /// given stays as it is (for `add`, the defaults).
+    fn apply(
+        &self,
+        config: &Config,
+        filter: &mut Filter,
+        language: &mut String,
+    ) -> Result<(), UsageError> {
+        if let Some(l) = &self.layers {
+            filter.layers = parse_layers(l, config)?;
+        }
+        if let Some(score) = parse_min_score(self.min_score)? {
+            filter.min_score = score;
+        }
+        if let Some(l) = parse_language(self.lang.as_deref())? {
+            *language = l;
+        }
+        Ok(())
+    }
+}
+
 pub async fn run(
     command: SubscribersCommand,
     config: &Config,
@@ -64,22 +86,17 @@ pub async fn run(
     match command {
         SubscribersCommand::Add {
             address,
-            filter:
-                FilterArgs {
-                    layers,
-                    min_score,
-                    lang,
-                },
+            filter: options,
             notify_empty,
         } => {
             let address =
                 Address::parse(&address).map_err(|e| UsageError(format!("ADDRESS: {e}")))?;
-            let filter = Filter {
-                layers: parse_layers(layers.as_deref().unwrap_or("all"), config)?,
-                min_score: parse_min_score(min_score)?.unwrap_or(config.digest.min_score),
+            let mut filter = Filter {
+                layers: BTreeSet::new(),
+                min_score: config.digest.min_score,
             };
-            let language =
-                parse_language(lang.as_deref())?.unwrap_or_else(|| config.digest.language.clone());
+            let mut language = config.digest.language.clone();
+            options.apply(config, &mut filter, &mut language)?;
             match store
                 .add_subscriber(
                     &address,
@@ -111,24 +128,11 @@ pub async fn run(
         }
         SubscribersCommand::Set {
             subscriber,
-            filter:
-                FilterArgs {
-                    layers,
-                    min_score,
-                    lang,
-                },
+            filter: options,
             notify_empty,
         } => {
             let mut s = find(store, &subscriber).await?;
-            if let Some(l) = layers {
-                s.filter.layers = parse_layers(&l, config)?;
-            }
-            if let Some(score) = parse_min_score(min_score)? {
-                s.filter.min_score = score;
-            }
-            if let Some(l) = parse_language(lang.as_deref())? {
-                s.language = l;
-            }
+            options.apply(config, &mut s.filter, &mut s.language)?;
             if let Some(n) = notify_empty {
                 s.notify_empty = n;
             }

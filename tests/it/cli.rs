@@ -1,16 +1,12 @@
 //! The binary: exit codes, messages that name the problem, and the JSON interface.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
-use crate::helpers::{repo_root, write_file_config};
+use crate::helpers::{self, repo_root, write_file_config};
 
 fn kdigest(config: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kdigest"))
-        .arg("--config")
-        .arg(config)
-        .args(args)
-        .env_remove("KDIGEST_CONFIG")
+    helpers::kdigest(config, args)
         .env("RUST_LOG", "error")
         .output()
         .unwrap()

@@ -21,7 +21,7 @@ use kdigest::pipeline;
 use kdigest::store::Store;
 use kdigest::subscriber::{Address, Status};
 
-use crate::helpers::{fixture_config, open_store, spawn_feed_server, write_file_config};
+use crate::helpers::{fixture_config, kdigest, open_store, spawn_feed_server, write_file_config};
 
 #[derive(Clone, Debug)]
 struct Received {
@@ -101,9 +101,7 @@ async fn spawn_receiver() -> (String, Arc<Receiver>) {
     let app = Router::new()
         .route("/hook/{path}", post(hook))
         .with_state(receiver.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}/hook", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let base = format!("{}/hook", crate::helpers::serve(app).await);
     (base, receiver)
 }
 
@@ -244,16 +242,6 @@ async fn webhook_deliveries_are_signed_filtered_retried_and_disabled_per_subscri
         (counts.sent, counts.failed, counts.pending, counts.sending),
         (5, 2, 0, 0)
     );
-}
-
-fn kdigest(config: &Path, args: &[&str]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_kdigest"));
-    c.arg("--config")
-        .arg(config)
-        .args(args)
-        .env_remove("KDIGEST_CONFIG")
-        .env("RUST_LOG", "warn");
-    c
 }
 
 /// A config with the bundled feeds read from disk and one sequential webhook worker.

@@ -2,7 +2,6 @@
 //! checked against Discord's OpenAPI schemas), and the signed interactions endpoint.
 
 use std::collections::BTreeMap;
-use std::process::Command;
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
@@ -17,8 +16,8 @@ use kdigest::subscriber::{Address, Status};
 use serde_json::{Value, json};
 
 use crate::helpers::{
-    discord_spec, fixture_config, open_store, reference_dir, schema_problems, spawn_feed_server,
-    write_file_config,
+    self, discord_spec, fixture_config, open_store, reference_dir, schema_problems,
+    spawn_feed_server, write_file_config,
 };
 
 const OK_CHANNEL: u64 = 290_926_798_999_357_250;
@@ -158,9 +157,7 @@ async fn spawn_discord() -> (String, Arc<Mock>) {
         )
         .route("/api/v10/webhooks/{id}/{token}", post(webhook))
         .with_state(mock.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let base = crate::helpers::serve(app).await;
     (base, mock)
 }
 
@@ -177,10 +174,7 @@ async fn run_once_posts_embeds_to_channels_and_webhooks_and_disables_dead_ones()
         ),
     );
     let kdigest = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_kdigest"))
-            .arg("--config")
-            .arg(&config_path)
-            .args(args)
+        helpers::kdigest(&config_path, args)
             .env(env, "bot-token-secret")
             .output()
             .unwrap()

@@ -170,9 +170,7 @@ pub async fn spawn_feed_server() -> FeedServer {
         )
         .route("/empty", get(|| async { "" }))
         .with_state(hits.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let base = serve(app).await;
     FeedServer { base, hits }
 }
 
@@ -209,6 +207,26 @@ pub fn fixture_config(feeds_base: &str, dir: &std::path::Path, extra: &str) -> C
     let mut config = Config::parse(&format!("{text}\n{extra}")).unwrap_or_else(|e| panic!("{e}"));
     config.storage.path = dir.join("kdigest.sqlite");
     config
+}
+
+/// Serves `app` on a free loopback port; returns `http://127.0.0.1:<port>`.
+pub async fn serve(app: Router) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    base
+}
+
+/// The kdigest binary with `--config` and `args`, a clean environment for the config and
+/// warn-level logs; callers add variables and run it.
+pub fn kdigest(config: &std::path::Path, args: &[&str]) -> std::process::Command {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_kdigest"));
+    c.arg("--config")
+        .arg(config)
+        .args(args)
+        .env_remove("KDIGEST_CONFIG")
+        .env("RUST_LOG", "warn");
+    c
 }
 
 /// Writes a config file for the binary: the demo configuration reading the bundled feeds from

@@ -96,9 +96,7 @@ async fn spawn_llm() -> (String, Arc<Mock>) {
     let app = Router::new()
         .route("/v1/chat/completions", post(chat))
         .with_state(mock.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}/v1", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let base = format!("{}/v1", crate::helpers::serve(app).await);
     (base, mock)
 }
 

@@ -1,6 +1,5 @@
 //! Telegram through the real teloxide stack against the loopback Bot API in telegram_mock.rs.
 
-use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -9,7 +8,7 @@ use kdigest::store::Store;
 use kdigest::subscriber::{Address, Status};
 use kdigest::{deliver, pipeline};
 
-use crate::helpers::{fixture_config, open_store, spawn_feed_server, write_file_config};
+use crate::helpers::{self, fixture_config, open_store, spawn_feed_server, write_file_config};
 use crate::telegram_mock::{ChatMode, Mock, TOKEN, callback_update, spawn_mock, text_update};
 
 /// Waits until the mock has served every scripted update and nothing new was sent for a while.
@@ -239,10 +238,7 @@ async fn run_once_delivers_to_telegram_chats_and_handles_each_failure_on_its_own
         ),
     );
     let kdigest = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_kdigest"))
-            .arg("--config")
-            .arg(&config_path)
-            .args(args)
+        helpers::kdigest(&config_path, args)
             .env(env, TOKEN)
             .env("RUST_LOG", "info")
             .output()
@@ -359,9 +355,7 @@ async fn webhook_mode_accepts_signed_updates_only() {
         ..Default::default()
     };
     let router = kdigest::web::router(Arc::new(kdigest::metrics::Metrics::default()), services);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    let base = crate::helpers::serve(router).await;
     let client = reqwest::Client::new();
     let post = |secret: &str, update: serde_json::Value| {
         client

@@ -80,9 +80,7 @@ pub async fn spawn_mock() -> (String, Arc<Mock>) {
     let app = Router::new()
         .route("/{bot}/{method}", post(api))
         .with_state(mock.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let base = crate::helpers::serve(app).await;
     (base, mock)
 }
 
