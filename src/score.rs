@@ -14,7 +14,7 @@
 //! - freshness: 0.5 at the start of the window rising to 1 at its end (newest item).
 
 use crate::classify::Classification;
-use crate::config::{Config, ScoreWeights};
+use crate::config::Config;
 use crate::model::{Event, ReleaseLevel, Score, ScoreComponent, Window};
 
 /// The score of one event and what went into it.
@@ -231,14 +231,14 @@ fn list_or_none(items: &[String]) -> String {
     }
 }
 
-/// Check that the weights make a 0..=100 scale (config validation guarantees it).
-pub fn max_points(w: &ScoreWeights) -> f64 {
-    w.source + w.relevance + w.impact + w.corroboration + w.freshness
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The points an event with every value at 1 would get.
+    fn max_points(w: &crate::config::ScoreWeights) -> f64 {
+        w.source + w.relevance + w.impact + w.corroboration + w.freshness
+    }
 
     #[test]
     fn quantified_results_are_found_once_each() {

@@ -22,7 +22,6 @@ use super::{MENU, Reply, parse};
 use crate::config::Config;
 use crate::deliver::telegram::{no_preview, redact_token};
 use crate::locale::Locale;
-use crate::render::Renderer;
 use crate::store::Store;
 use crate::subscriber::Address;
 
@@ -38,6 +37,8 @@ pub struct TelegramBot {
     store: Store,
     config: Arc<Config>,
     cooldowns: Cooldowns,
+    /// Renderers per language, built once rather than for every /digest.
+    renders: crate::deliver::RenderCache,
     runs: Option<RunTrigger>,
     username: Option<String>,
 }
@@ -50,11 +51,13 @@ impl TelegramBot {
         runs: Option<RunTrigger>,
     ) -> TelegramBot {
         let cooldowns = Cooldowns::new(config.telegram.digest_cooldown);
+        let renders = crate::deliver::RenderCache::new(config.digest.templates_dir.clone());
         TelegramBot {
             bot,
             store,
             config,
             cooldowns,
+            renders,
             runs,
             username: None,
         }
@@ -339,10 +342,7 @@ impl TelegramBot {
                 if let Some(note) = note {
                     self.send_text(chat, &note).await?;
                 }
-                let renderer = Renderer::new(
-                    &digest.language,
-                    self.config.digest.templates_dir.as_deref(),
-                )?;
+                let renderer = self.renders.renderer(&digest.language)?;
                 for message in renderer.telegram(&digest)? {
                     self.bot
                         .send_message(chat, message)

@@ -183,7 +183,8 @@ impl RenderCache {
         Ok(messages)
     }
 
-    fn renderer(&self, language: &str) -> anyhow::Result<Arc<Renderer>> {
+    /// The renderer of one language, built once.
+    pub fn renderer(&self, language: &str) -> anyhow::Result<Arc<Renderer>> {
         let mut renderers = self.renderers.lock().expect("renderer cache lock");
         if let Some(r) = renderers.get(language) {
             return Ok(r.clone());
