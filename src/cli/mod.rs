@@ -198,15 +198,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             explain(&config, &store, date, &event).await
         }
         Command::Demo { format, lang } => {
-            if let Some(l) = &lang
-                && !crate::config::LANGUAGES.contains(&l.as_str())
-            {
-                return Err(UsageError(format!(
-                    "--lang {l}: use one of {}",
-                    crate::config::LANGUAGES.join(", ")
-                ))
-                .into());
-            }
+            let lang = subscribers::parse_language(lang.as_deref())?;
             let digest = crate::demo::run(lang.as_deref()).await?;
             let renderer = Renderer::new(&digest.language, None)?;
             output(&renderer, &digest, format, None)

@@ -233,7 +233,7 @@ fn parse_min_score(raw: Option<f64>) -> Result<Option<Score>, UsageError> {
     .transpose()
 }
 
-fn parse_language(raw: Option<&str>) -> Result<Option<String>, UsageError> {
+pub(super) fn parse_language(raw: Option<&str>) -> Result<Option<String>, UsageError> {
     match raw {
         None => Ok(None),
         Some(l) if LANGUAGES.contains(&l) => Ok(Some(l.to_string())),
