@@ -198,23 +198,37 @@ async fn run_forever(
             }
         });
     }
-    let unsubscribe = Secret::from_env(crate::tokens::SECRET_ENV, "")
-        .ok()
-        .map(|secret| {
-            Arc::new(crate::web::unsubscribe::Unsubscribe {
-                store: store.clone(),
+    let account = match Secret::from_env(crate::tokens::SECRET_ENV, "") {
+        Ok(secret) => {
+            // Without a working mailer sign-up answers 503; unsubscribe links still work.
+            let mailer = match crate::deliver::email::EmailSender::new(
+                &config.email,
+                secret.clone(),
+            ) {
+                Ok(m) => Some(Arc::new(m)),
+                Err(error) => {
+                    tracing::error!(message = "Email sign-up is off: the mailer cannot start", error = %format!("{error:#}"));
+                    None
+                }
+            };
+            Some(Arc::new(crate::web::account::Account::new(
+                store.clone(),
+                config,
                 secret,
-                language: config.digest.language.clone(),
-            })
-        });
+                mailer,
+            )?))
+        }
+        Err(_) => None,
+    };
     let blog = Some(Arc::new(crate::web::blog::Blog::new(
         store.clone(),
         Arc::new(config.clone()),
+        account.is_some(),
     )?));
     let services = crate::web::Services {
         telegram: webhook_bot,
         discord: discord_bot,
-        unsubscribe,
+        account,
         blog,
     };
     let router = crate::web::router(metrics.clone(), services);

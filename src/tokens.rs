@@ -1,6 +1,10 @@
-//! Signed tokens for links in emails (unsubscribe): `<subscriber id>.<expiry>.<mac>`, where
-//! mac = HMAC-SHA256(KDIGEST_SECRET, "<purpose>/<id>/<expiry>") in hex. Forged, altered or
-//! expired tokens verify to nothing. Expiry 0 means the token does not expire.
+//! Signed tokens for links in emails (confirm, unsubscribe, preferences):
+//! `<subscriber id>.<expiry>.<mac>`, where mac = HMAC-SHA256(KDIGEST_SECRET,
+//! "<purpose>/<id>/<expiry>") in hex. Forged, altered or expired tokens, and tokens signed for
+//! another purpose, verify to nothing. Expiry 0 means the token does not expire.
+//!
+//! Tokens carry no state of their own: "works once" comes from what they act on (a confirm
+//! token only acts on a pending subscriber, and confirming ends pending).
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
@@ -12,13 +16,22 @@ pub const SECRET_ENV: &str = "KDIGEST_SECRET";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Purpose {
+    /// Double opt-in: expires after [`CONFIRM_TTL_SECS`].
+    Confirm,
     Unsubscribe,
+    Preferences,
 }
 
+/// How long a confirmation link works.
+pub const CONFIRM_TTL_SECS: i64 = 48 * 3600;
+
 impl Purpose {
-    fn as_str(self) -> &'static str {
+    /// Also the first segment of the link's path: `/confirm/{token}`.
+    pub fn as_str(self) -> &'static str {
         match self {
+            Purpose::Confirm => "confirm",
             Purpose::Unsubscribe => "unsubscribe",
+            Purpose::Preferences => "preferences",
         }
     }
 }
@@ -32,6 +45,19 @@ fn mac(secret: &Secret, purpose: Purpose, id: i64, expires: i64) -> String {
 
 pub fn sign(secret: &Secret, purpose: Purpose, id: i64, expires: i64) -> String {
     format!("{id}.{expires}.{}", mac(secret, purpose, id, expires))
+}
+
+/// The public link for `purpose`: `<base>/<purpose>/<token>`. Confirmation links expire after
+/// [`CONFIRM_TTL_SECS`]; the others do not.
+pub fn link(base: &url::Url, secret: &Secret, purpose: Purpose, id: i64, now_unix: i64) -> String {
+    let expires = match purpose {
+        Purpose::Confirm => now_unix + CONFIRM_TTL_SECS,
+        Purpose::Unsubscribe | Purpose::Preferences => 0,
+    };
+    let token = sign(secret, purpose, id, expires);
+    base.join(&format!("{}/{token}", purpose.as_str()))
+        .map(|u| u.to_string())
+        .unwrap_or_else(|_| format!("{base}{}/{token}", purpose.as_str()))
 }
 
 /// The subscriber id of a valid token.
@@ -75,5 +101,9 @@ mod tests {
         assert_eq!(verify(&s, Purpose::Unsubscribe, &expiring, 400), Some(7));
         assert_eq!(verify(&s, Purpose::Unsubscribe, &expiring, 600), None);
         assert_eq!(verify(&s, Purpose::Unsubscribe, "garbage", 0), None);
+        // A token signed for one purpose does nothing for another.
+        let confirm = sign(&s, Purpose::Confirm, 42, 0);
+        assert_eq!(verify(&s, Purpose::Unsubscribe, &confirm, 0), None);
+        assert_eq!(verify(&s, Purpose::Confirm, &confirm, 0), Some(42));
     }
 }

@@ -79,6 +79,7 @@ pub struct Config {
     pub telegram: TelegramConfig,
     pub discord: DiscordConfig,
     pub email: EmailConfig,
+    pub signup: SignupConfig,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,6 +108,32 @@ pub struct EmailConfig {
     pub public_url: url::Url,
     pub unsubscribe_mailto: Option<String>,
     pub pool_size: u32,
+    /// DKIM signing, when a selector is configured.
+    pub dkim: Option<DkimConfig>,
+}
+
+#[derive(Debug, Clone)]
+pub struct DkimConfig {
+    pub selector: String,
+    pub domain: String,
+    pub algorithm: DkimAlgorithm,
+    /// Name of the environment variable holding the private key.
+    pub key_env: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DkimAlgorithm {
+    Rsa,
+    Ed25519,
+}
+
+/// Web sign-up limits.
+#[derive(Debug, Clone)]
+pub struct SignupConfig {
+    pub per_ip_per_hour: u32,
+    pub per_address_per_day: u32,
+    /// Behind a reverse proxy: take the client address from the last X-Forwarded-For entry.
+    pub trust_forwarded_for: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -302,6 +329,7 @@ const TOP_LEVEL_KEYS: &[&str] = &[
     "telegram",
     "discord",
     "email",
+    "signup",
 ];
 
 impl Config {
@@ -328,6 +356,7 @@ impl Config {
         let telegram: RawTelegram = section(&table, "telegram", &mut problems);
         let discord: RawDiscord = section(&table, "discord", &mut problems);
         let email: RawEmail = section(&table, "email", &mut problems);
+        let signup: RawSignup = section(&table, "signup", &mut problems);
         let sources = raw_sources(&table, &mut problems);
         let layers = raw_layers(&table, &mut problems);
 
@@ -339,6 +368,7 @@ impl Config {
             telegram: validate_telegram(telegram, &mut problems),
             discord: validate_discord(discord, &mut problems),
             email: validate_email(email, &mut problems),
+            signup: validate_signup(signup, &mut problems),
             digest,
             sources: validate_sources(sources, &mut problems),
             layers: validate_layers(layers, &mut problems),

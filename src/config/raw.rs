@@ -355,6 +355,10 @@ pub struct RawEmail {
     pub public_url: String,
     pub unsubscribe_mailto: Option<String>,
     pub pool_size: u32,
+    pub dkim_selector: Option<String>,
+    pub dkim_domain: Option<String>,
+    pub dkim_algorithm: String,
+    pub dkim_key_env: String,
 }
 
 impl Default for RawEmail {
@@ -371,6 +375,28 @@ impl Default for RawEmail {
             public_url: "https://digest.example.org/".into(),
             unsubscribe_mailto: None,
             pool_size: 4,
+            dkim_selector: None,
+            dkim_domain: None,
+            dkim_algorithm: "rsa".into(),
+            dkim_key_env: "KDIGEST_DKIM_KEY".into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawSignup {
+    pub per_ip_per_hour: u32,
+    pub per_address_per_day: u32,
+    pub trust_forwarded_for: bool,
+}
+
+impl Default for RawSignup {
+    fn default() -> Self {
+        RawSignup {
+            per_ip_per_hour: 5,
+            per_address_per_day: 3,
+            trust_forwarded_for: false,
         }
     }
 }

@@ -168,6 +168,24 @@ pub(super) fn validate_telegram(raw: RawTelegram, problems: &mut Vec<String>) ->
     }
 }
 
+pub(super) fn validate_signup(raw: RawSignup, problems: &mut Vec<String>) -> SignupConfig {
+    for (key, value) in [
+        ("per_ip_per_hour", raw.per_ip_per_hour),
+        ("per_address_per_day", raw.per_address_per_day),
+    ] {
+        if !(1..=10_000).contains(&value) {
+            problems.push(format!(
+                "signup.{key}: {value} is out of range; use 1 to 10000"
+            ));
+        }
+    }
+    SignupConfig {
+        per_ip_per_hour: raw.per_ip_per_hour.clamp(1, 10_000),
+        per_address_per_day: raw.per_address_per_day.clamp(1, 10_000),
+        trust_forwarded_for: raw.trust_forwarded_for,
+    }
+}
+
 pub(super) fn validate_daemon(raw: RawDaemon, problems: &mut Vec<String>) -> DaemonConfig {
     let listen = raw.listen.parse().unwrap_or_else(|_| {
         problems.push(format!(
@@ -297,6 +315,31 @@ pub(super) fn validate_email(raw: RawEmail, problems: &mut Vec<String>) -> Email
         "password",
         problems,
     );
+    let dkim = raw.dkim_selector.as_ref().map(|selector| {
+        let algorithm = match raw.dkim_algorithm.as_str() {
+            "rsa" => DkimAlgorithm::Rsa,
+            "ed25519" => DkimAlgorithm::Ed25519,
+            other => {
+                problems.push(format!(
+                    "email.dkim_algorithm: \"{other}\" is not supported; use rsa or ed25519"
+                ));
+                DkimAlgorithm::Rsa
+            }
+        };
+        if selector.is_empty() || !selector.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
+            problems.push(format!("email.dkim_selector: \"{selector}\" is not a selector; use letters, digits, dots and dashes, as in the DNS name <selector>._domainkey.<domain>"));
+        }
+        env_var_name("email.dkim_key_env", &raw.dkim_key_env, "private key", problems);
+        DkimConfig {
+            selector: selector.clone(),
+            domain: raw
+                .dkim_domain
+                .clone()
+                .unwrap_or_else(|| from.email.domain().to_string()),
+            algorithm,
+            key_env: raw.dkim_key_env.clone(),
+        }
+    });
     EmailConfig {
         smtp_host: raw.smtp_host,
         smtp_port: raw.smtp_port,
@@ -308,6 +351,7 @@ pub(super) fn validate_email(raw: RawEmail, problems: &mut Vec<String>) -> Email
         list_id: raw.list_id,
         public_url,
         unsubscribe_mailto: raw.unsubscribe_mailto,
+        dkim,
         pool_size: raw.pool_size.clamp(1, 64),
     }
 }

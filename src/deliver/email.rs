@@ -1,10 +1,15 @@
 //! Email channel: the digest as a multipart/alternative newsletter through an SMTP relay
 //! (lettre, pooled connections): List-Id, List-Unsubscribe with a signed one-click URL (RFC
-//! 8058) and optional mailto, and a Message-ID stable per (digest, subscriber).
+//! 8058) and optional mailto, a Message-ID stable per (digest, subscriber), and an optional
+//! DKIM signature over those headers. Also the one-off sign-up confirmation.
 //!
 //! A refused mailbox (550, 551, 553) disables the subscriber as bounced; 4xx answers and relay
 //! problems (connection, TLS, a refused login) are retried and never mark anyone bounced.
 
+use lettre::message::dkim::{
+    DkimCanonicalization, DkimCanonicalizationType, DkimConfig, DkimSigningAlgorithm,
+    DkimSigningKey,
+};
 use lettre::message::header::{HeaderName, HeaderValue};
 use lettre::message::{Mailbox, MultiPart};
 use lettre::transport::smtp::PoolConfig;
@@ -13,23 +18,61 @@ use lettre::transport::smtp::client::Tls;
 use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
 
 use super::SendError;
-use crate::config::{EmailConfig, Secret, SmtpTls};
+use crate::config::{DkimAlgorithm, EmailConfig, Secret, SmtpTls};
 use crate::render::Email;
-use crate::tokens::{Purpose, sign};
+use crate::tokens::{Purpose, link};
 
-/// Stands in for the per-subscriber unsubscribe URL in the cached render.
-/// Letters and dashes only, so no template escaping changes it.
+/// Stand in for the per-subscriber links in the cached render.
+/// Letters and dashes only, so no template escaping changes them.
 pub const UNSUBSCRIBE_PLACEHOLDER: &str = "KDIGEST-UNSUBSCRIBE-URL-PLACEHOLDER";
+pub const PREFERENCES_PLACEHOLDER: &str = "KDIGEST-PREFERENCES-URL-PLACEHOLDER";
+
+/// Headers the DKIM signature covers. Absent ones are signed as absent, so nobody can add a
+/// Reply-To or a List-Unsubscribe on the way. Not Content-Type: lettre writes the multipart
+/// Content-Type only when it formats the message, after signing, so a signature covering it
+/// never verifies (checked with dkimpy). The body hash covers the parts and boundaries.
+const DKIM_HEADERS: &[&str] = &[
+    "From",
+    "To",
+    "Subject",
+    "Date",
+    "Message-ID",
+    "Reply-To",
+    "List-Id",
+    "List-Unsubscribe",
+    "List-Unsubscribe-Post",
+    "MIME-Version",
+];
 
 pub struct EmailSender {
     transport: AsyncSmtpTransport<Tokio1Executor>,
     config: EmailConfig,
-    /// Signs unsubscribe links (KDIGEST_SECRET).
+    /// Signs the links in emails (KDIGEST_SECRET).
     secret: Secret,
+    dkim: Option<DkimConfig>,
 }
 
 impl EmailSender {
+    /// Reads the SMTP password and the DKIM key from the environment variables the config
+    /// names.
     pub fn new(config: &EmailConfig, secret: Secret) -> anyhow::Result<EmailSender> {
+        let password = (!config.username.is_empty())
+            .then(|| Secret::from_env(&config.password_env, "the SMTP password"))
+            .transpose()?;
+        let dkim_key = config
+            .dkim
+            .as_ref()
+            .map(|d| Secret::from_env(&d.key_env, "the DKIM private key"))
+            .transpose()?;
+        EmailSender::with_secrets(config, secret, password, dkim_key)
+    }
+
+    pub fn with_secrets(
+        config: &EmailConfig,
+        secret: Secret,
+        password: Option<Secret>,
+        dkim_key: Option<Secret>,
+    ) -> anyhow::Result<EmailSender> {
         let host = config.smtp_host.as_str();
         let builder = match config.tls {
             SmtpTls::Implicit => AsyncSmtpTransport::<Tokio1Executor>::relay(host)?,
@@ -42,27 +85,60 @@ impl EmailSender {
             .port(config.smtp_port)
             .timeout(Some(std::time::Duration::from_secs(30)))
             .pool_config(PoolConfig::new().max_size(config.pool_size));
-        if !config.username.is_empty() {
-            let password = Secret::from_env(&config.password_env, "the SMTP password")?;
+        if let Some(password) = password
+            && !config.username.is_empty()
+        {
             builder = builder.credentials(Credentials::new(
                 config.username.clone(),
                 password.expose().to_string(),
             ));
         }
+        let dkim = match (&config.dkim, dkim_key) {
+            (Some(d), Some(key)) => {
+                let algorithm = match d.algorithm {
+                    DkimAlgorithm::Rsa => DkimSigningAlgorithm::Rsa,
+                    DkimAlgorithm::Ed25519 => DkimSigningAlgorithm::Ed25519,
+                };
+                // The error says which decoding failed, never the key.
+                let key = DkimSigningKey::new(key.expose().trim(), algorithm).map_err(|e| {
+                    anyhow::anyhow!(
+                        "The DKIM key in ${} cannot be read ({e}); rsa needs a PKCS#1 PEM key (BEGIN RSA PRIVATE KEY), ed25519 the base64 of the 32-byte seed",
+                        d.key_env
+                    )
+                })?;
+                Some(DkimConfig::new(
+                    d.selector.clone(),
+                    d.domain.clone(),
+                    key,
+                    DKIM_HEADERS
+                        .iter()
+                        .map(|h| HeaderName::new_from_ascii_str(h))
+                        .collect(),
+                    DkimCanonicalization {
+                        header: DkimCanonicalizationType::Relaxed,
+                        body: DkimCanonicalizationType::Relaxed,
+                    },
+                ))
+            }
+            _ => None,
+        };
         Ok(EmailSender {
             transport: builder.build(),
             config: config.clone(),
             secret,
+            dkim,
         })
     }
 
-    pub fn unsubscribe_url(&self, subscriber_id: i64) -> String {
-        let token = sign(&self.secret, Purpose::Unsubscribe, subscriber_id, 0);
-        self.config
-            .public_url
-            .join(&format!("unsubscribe/{token}"))
-            .map(|u| u.to_string())
-            .unwrap_or_default()
+    /// The signed link for one subscriber, under `email.public_url`.
+    pub fn link(&self, purpose: Purpose, subscriber_id: i64) -> String {
+        link(
+            &self.config.public_url,
+            &self.secret,
+            purpose,
+            subscriber_id,
+            chrono::Utc::now().timestamp(),
+        )
     }
 
     /// The newsletter for one subscriber, ready to send.
@@ -76,15 +152,19 @@ impl EmailSender {
         let failed = |reason: String| SendError::Failed { reason };
         let email: Email = serde_json::from_str(payload)
             .map_err(|e| failed(format!("Email payload is not valid: {e}")))?;
-        let to: Mailbox = to.parse().map_err(|e| SendError::Permanent {
-            reason: format!("Recipient address is invalid: {e}"),
-        })?;
-        let url = self.unsubscribe_url(subscriber_id);
+        let to = recipient(to)?;
+        let unsubscribe_url = self.link(Purpose::Unsubscribe, subscriber_id);
+        let preferences_url = self.link(Purpose::Preferences, subscriber_id);
+        let escape = crate::render::escape_html;
         let html = email
             .html
-            .replace(UNSUBSCRIBE_PLACEHOLDER, &crate::render::escape_html(&url));
-        let text = email.text.replace(UNSUBSCRIBE_PLACEHOLDER, &url);
-        let mut unsubscribe = format!("<{url}>");
+            .replace(UNSUBSCRIBE_PLACEHOLDER, &escape(&unsubscribe_url))
+            .replace(PREFERENCES_PLACEHOLDER, &escape(&preferences_url));
+        let text = email
+            .text
+            .replace(UNSUBSCRIBE_PLACEHOLDER, &unsubscribe_url)
+            .replace(PREFERENCES_PLACEHOLDER, &preferences_url);
+        let mut unsubscribe = format!("<{unsubscribe_url}>");
         if let Some(mailto) = &self.config.unsubscribe_mailto {
             unsubscribe.push_str(&format!(", <mailto:{mailto}?subject=unsubscribe>"));
         }
@@ -105,9 +185,17 @@ impl EmailSender {
         if let Some(reply_to) = &self.config.reply_to {
             builder = builder.reply_to(reply_to.clone());
         }
-        builder
+        let message = builder
             .multipart(MultiPart::alternative_plain_html(text, html))
-            .map_err(|e| failed(format!("Cannot build the email: {e}")))
+            .map_err(|e| failed(format!("Cannot build the email: {e}")))?;
+        Ok(self.signed(message))
+    }
+
+    fn signed(&self, mut message: Message) -> Message {
+        if let Some(dkim) = &self.dkim {
+            message.sign(dkim);
+        }
+        message
     }
 
     pub async fn send(
@@ -118,12 +206,39 @@ impl EmailSender {
         subscriber_id: i64,
     ) -> Result<(), SendError> {
         let message = self.message(to, payload, delivery_id, subscriber_id)?;
+        self.deliver(message).await
+    }
+
+    /// A one-off message to one address (the sign-up confirmation): no list headers.
+    pub async fn send_single(&self, to: &str, email: Email) -> Result<(), SendError> {
+        let mut builder = Message::builder()
+            .from(self.config.from.clone())
+            .to(recipient(to)?)
+            .subject(email.subject);
+        if let Some(reply_to) = &self.config.reply_to {
+            builder = builder.reply_to(reply_to.clone());
+        }
+        let message = builder
+            .multipart(MultiPart::alternative_plain_html(email.text, email.html))
+            .map_err(|e| SendError::Failed {
+                reason: format!("Cannot build the email: {e}"),
+            })?;
+        self.deliver(self.signed(message)).await
+    }
+
+    async fn deliver(&self, message: Message) -> Result<(), SendError> {
         self.transport
             .send(message)
             .await
             .map(|_| ())
             .map_err(|e| classify(&e))
     }
+}
+
+fn recipient(to: &str) -> Result<Mailbox, SendError> {
+    to.parse().map_err(|e| SendError::Permanent {
+        reason: format!("Recipient address is invalid: {e}"),
+    })
 }
 
 /// Only a refused mailbox is a bounce. A refused login or sender is the relay's or the

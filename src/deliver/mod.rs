@@ -134,10 +134,13 @@ pub fn render_messages(
         Channel::Webhook => renderer.render(digest, Format::Json)?,
         Channel::Telegram => renderer.render(digest, Format::Telegram)?,
         Channel::Discord => renderer.render(digest, Format::Discord)?,
-        // The unsubscribe link differs per subscriber: the sender fills it in.
-        Channel::Email => vec![serde_json::to_string(
-            &renderer.email(digest, email::UNSUBSCRIBE_PLACEHOLDER)?,
-        )?],
+        // The unsubscribe and preferences links differ per subscriber: the sender fills
+        // them in.
+        Channel::Email => vec![serde_json::to_string(&renderer.email(
+            digest,
+            email::UNSUBSCRIBE_PLACEHOLDER,
+            email::PREFERENCES_PLACEHOLDER,
+        )?)?],
     })
 }
 

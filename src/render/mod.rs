@@ -37,6 +37,18 @@ const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../../templates/telegram.html.j2"),
     ),
     ("home.html.j2", include_str!("../../templates/home.html.j2")),
+    (
+        "account.html.j2",
+        include_str!("../../templates/account.html.j2"),
+    ),
+    (
+        "confirm_email.html.j2",
+        include_str!("../../templates/confirm_email.html.j2"),
+    ),
+    (
+        "confirm_email.txt.j2",
+        include_str!("../../templates/confirm_email.txt.j2"),
+    ),
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -90,9 +102,46 @@ pub struct Email {
     pub text: String,
 }
 
+/// What an account page shows: a title, paragraphs, an optional error and an optional form.
+#[derive(Debug, Default, Serialize)]
+pub struct AccountPage {
+    pub title: String,
+    pub paragraphs: Vec<String>,
+    pub error: Option<String>,
+    pub form: Option<AccountForm>,
+    /// Links to the same page in the other languages.
+    pub switch: Vec<Choice>,
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct AccountForm {
+    pub action: String,
+    pub button: String,
+    /// `Some` shows the email field with this value.
+    pub email: Option<String>,
+    pub settings: Option<SettingsForm>,
+}
+
+/// The layer checkboxes, threshold and language of the sign-up and preferences forms.
+#[derive(Debug, Default, Serialize)]
+pub struct SettingsForm {
+    pub layers: Vec<Choice>,
+    pub min_score: u32,
+    pub languages: Vec<Choice>,
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct Choice {
+    pub value: String,
+    pub label: String,
+    pub checked: bool,
+    pub href: String,
+}
+
 pub struct Renderer {
     env: Environment<'static>,
     locale: Locale,
+    language: String,
 }
 
 /// What templates see of one event.
@@ -168,7 +217,11 @@ impl Renderer {
             env.add_template_owned(name.to_string(), source)
                 .with_context(|| format!("Template {name} has a syntax error"))?;
         }
-        Ok(Renderer { env, locale })
+        Ok(Renderer {
+            env,
+            locale,
+            language: language.to_string(),
+        })
     }
 
     pub fn locale(&self) -> &Locale {
@@ -223,6 +276,7 @@ impl Renderer {
         digests: &[(Digest, i64)],
         newer: Option<i64>,
         older: Option<i64>,
+        signup: bool,
     ) -> anyhow::Result<String> {
         let items: Vec<Value> = digests
             .iter()
@@ -235,13 +289,10 @@ impl Renderer {
                 }
             })
             .collect();
-        let language = digests
-            .first()
-            .map_or("zh-CN", |(d, _)| d.language.as_str())
-            .to_string();
         let ctx = context! {
             t => Value::from_serialize(&self.locale),
-            lang => language,
+            lang => &self.language,
+            signup => signup,
             digests => items,
             newer => newer,
             older => older,
@@ -249,9 +300,19 @@ impl Renderer {
         Ok(self.env.get_template("home.html.j2")?.render(ctx)?)
     }
 
-    /// A newsletter: subject, HTML and text, with an unsubscribe link in both parts.
-    pub fn email(&self, digest: &Digest, unsubscribe_url: &str) -> anyhow::Result<Email> {
-        let ctx = context! { unsubscribe_url => unsubscribe_url, ..self.context(digest) };
+    /// A newsletter: subject, HTML and text, with preferences and unsubscribe links in both
+    /// parts.
+    pub fn email(
+        &self,
+        digest: &Digest,
+        unsubscribe_url: &str,
+        preferences_url: &str,
+    ) -> anyhow::Result<Email> {
+        let ctx = context! {
+            unsubscribe_url => unsubscribe_url,
+            preferences_url => preferences_url,
+            ..self.context(digest)
+        };
         let render = |name: &str| {
             self.env
                 .get_template(name)?
@@ -268,6 +329,30 @@ impl Renderer {
             ),
             html: render("email.html.j2")?,
             text: render("email.txt.j2")?,
+        })
+    }
+
+    /// A sign-up, confirmation, preferences or unsubscribe page.
+    pub fn account_page(&self, page: &AccountPage) -> anyhow::Result<String> {
+        let ctx =
+            context! { t => &self.locale, lang => &self.language, ..Value::from_serialize(page) };
+        Ok(self.env.get_template("account.html.j2")?.render(ctx)?)
+    }
+
+    /// The double opt-in email with its confirmation link.
+    pub fn confirmation_email(&self, confirm_url: &str) -> anyhow::Result<Email> {
+        let ctx = context! {
+            t => &self.locale,
+            lang => &self.language,
+            confirm_url => confirm_url,
+        };
+        let render = |name: &str| -> anyhow::Result<String> {
+            Ok(self.env.get_template(name)?.render(&ctx)?)
+        };
+        Ok(Email {
+            subject: self.locale.get("confirm_email_subject").to_string(),
+            html: render("confirm_email.html.j2")?,
+            text: render("confirm_email.txt.j2")?,
         })
     }
 

@@ -20,7 +20,7 @@ mod outbox;
 mod subscribers;
 
 pub use outbox::{Claimed, DeliveryCounts, PlannedDelivery};
-pub use subscribers::NewSubscriber;
+pub use subscribers::{NewSubscriber, Signup};
 
 #[derive(Clone)]
 pub struct Store {

@@ -148,6 +148,77 @@ impl Store {
         Ok(())
     }
 
+    /// A sign-up from the web form, in one transaction. A new or still pending address
+    /// becomes (or stays) pending with the filter and language given; an address turned off
+    /// after a bounce may opt in again. Active or paused subscribers are left as they are.
+    /// Pending sign-ups older than `stale_before` are removed first: their links expired.
+    pub async fn signup(
+        &self,
+        address: &Address,
+        filter: &Filter,
+        language: &str,
+        now: DateTime<Utc>,
+        stale_before: DateTime<Utc>,
+    ) -> anyhow::Result<Signup> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("DELETE FROM subscribers WHERE status = 'pending' AND created_at < $1")
+            .bind(stale_before.to_rfc3339())
+            .execute(&mut *tx)
+            .await?;
+        let row = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM subscribers WHERE address = $1"
+        ))
+        .bind(address.to_stored())
+        .fetch_optional(&mut *tx)
+        .await?;
+        let existing = row.as_ref().map(subscriber_from_row).transpose()?;
+        let outcome = match existing {
+            None => {
+                let new = NewSubscriber {
+                    address,
+                    filter,
+                    language,
+                    status: &Status::Pending,
+                    notify_empty: false,
+                };
+                let id = insert_subscriber(&mut tx, &new, now)
+                    .await?
+                    .ok_or_else(|| anyhow::anyhow!("sign-up raced with another insert"))?;
+                Signup::Pending(id)
+            }
+            Some(s) if matches!(s.status, Status::Pending | Status::Disabled(_)) => {
+                sqlx::query(
+                    "UPDATE subscribers SET layers = $1, min_score = $2, language = $3, status = 'pending',
+                     status_reason = NULL, created_at = $4, updated_at = $4 WHERE id = $5",
+                )
+                .bind(serde_json::to_string(&filter.layers)?)
+                .bind(i64::from(filter.min_score.tenths()))
+                .bind(language)
+                .bind(now.to_rfc3339())
+                .bind(s.id)
+                .execute(&mut *tx)
+                .await?;
+                Signup::Pending(s.id)
+            }
+            Some(_) => Signup::AlreadySubscribed,
+        };
+        tx.commit().await?;
+        Ok(outcome)
+    }
+
+    /// Double opt-in: pending becomes active. False when the subscriber is not pending (already
+    /// confirmed, unsubscribed or expired), so a confirmation link works once.
+    pub async fn confirm_subscriber(&self, id: i64, now: DateTime<Utc>) -> anyhow::Result<bool> {
+        let result = sqlx::query(
+            "UPDATE subscribers SET status = 'active', updated_at = $1 WHERE id = $2 AND status = 'pending'",
+        )
+        .bind(now.to_rfc3339())
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        Ok(result.rows_affected() == 1)
+    }
+
     pub async fn remove_subscriber(&self, id: i64) -> anyhow::Result<bool> {
         let result = sqlx::query("DELETE FROM subscribers WHERE id = $1")
             .bind(id)
@@ -155,6 +226,15 @@ impl Store {
             .await?;
         Ok(result.rows_affected() == 1)
     }
+}
+
+/// What a web sign-up did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signup {
+    /// Waiting for confirmation; send a confirmation link for this id.
+    Pending(i64),
+    /// Already receiving the digest (or paused): nothing changed.
+    AlreadySubscribed,
 }
 
 /// A subscriber to insert.

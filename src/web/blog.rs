@@ -25,10 +25,12 @@ pub struct Blog {
     pub store: Store,
     pub config: Arc<Config>,
     pub renderer: Renderer,
+    /// Sign-up is served: the home page links to it.
+    pub signup: bool,
 }
 
 impl Blog {
-    pub fn new(store: Store, config: Arc<Config>) -> anyhow::Result<Blog> {
+    pub fn new(store: Store, config: Arc<Config>, signup: bool) -> anyhow::Result<Blog> {
         let renderer = Renderer::new(
             &config.digest.language,
             config.digest.templates_dir.as_deref(),
@@ -37,6 +39,7 @@ impl Blog {
             store,
             config,
             renderer,
+            signup,
         })
     }
 }
@@ -73,7 +76,7 @@ pub async fn home(State(blog): State<Arc<Blog>>, Query(q): Query<PageQuery>) -> 
             .await?;
         let newer = (page > 1).then_some(page - 1);
         let older = (page * PAGE_SIZE < total).then_some(page + 1);
-        blog.renderer.home(&digests, newer, older)
+        blog.renderer.home(&digests, newer, older, blog.signup)
     };
     match result.await {
         Ok(body) => html(StatusCode::OK, body),

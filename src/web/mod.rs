@@ -1,7 +1,8 @@
 //! The daemon's HTTP side: `/healthz`, Prometheus `/metrics`, the blog (`/`,
-//! `/digest/{date}`, `/feed.xml`), `/unsubscribe/{token}` when KDIGEST_SECRET is set,
-//! Telegram's `/telegram/webhook` in webhook mode, and Discord's `/discord/interactions`
-//! when a public key is configured. Sign-up and preferences pages are still to come.
+//! `/digest/{date}`, `/feed.xml`), the account pages (`/subscribe`, `/confirm/{token}`,
+//! `/unsubscribe/{token}`, `/preferences/{token}`) when KDIGEST_SECRET is set, Telegram's
+//! `/telegram/webhook` in webhook mode, and Discord's `/discord/interactions` when a public
+//! key is configured.
 
 use std::sync::Arc;
 
@@ -17,15 +18,15 @@ use crate::bot::telegram::{TelegramBot, WEBHOOK_PATH};
 use crate::deliver::telegram::redact_token;
 use crate::metrics::Metrics;
 
+pub mod account;
 pub mod blog;
-pub mod unsubscribe;
 
 /// What the web server serves besides health and metrics; each part is optional.
 #[derive(Default)]
 pub struct Services {
     pub telegram: Option<Arc<TelegramBot>>,
     pub discord: Option<Arc<DiscordBot>>,
-    pub unsubscribe: Option<Arc<unsubscribe::Unsubscribe>>,
+    pub account: Option<Arc<account::Account>>,
     pub blog: Option<Arc<blog::Blog>>,
 }
 
@@ -33,7 +34,7 @@ pub fn router(metrics: Arc<Metrics>, services: Services) -> Router {
     let Services {
         telegram,
         discord,
-        unsubscribe,
+        account,
         blog,
     } = services;
     let mut router = Router::new();
@@ -46,13 +47,27 @@ pub fn router(metrics: Arc<Metrics>, services: Services) -> Router {
             )
             .route("/feed.xml", get(blog::feed).with_state(b));
     }
-    if let Some(u) = unsubscribe {
-        router = router.route(
-            "/unsubscribe/{token}",
-            get(unsubscribe::show)
-                .post(unsubscribe::confirm)
-                .with_state(u),
-        );
+    if let Some(a) = account {
+        use account::*;
+        router = router
+            .route(
+                "/subscribe",
+                get(signup_form).post(signup).with_state(a.clone()),
+            )
+            .route(
+                "/confirm/{token}",
+                get(confirm_form).post(confirm).with_state(a.clone()),
+            )
+            .route(
+                "/unsubscribe/{token}",
+                get(unsubscribe_form)
+                    .post(unsubscribe)
+                    .with_state(a.clone()),
+            )
+            .route(
+                "/preferences/{token}",
+                get(preferences_form).post(preferences).with_state(a),
+            );
     }
     if let Some(bot) = telegram {
         router = router.route(WEBHOOK_PATH, post(telegram_webhook).with_state(bot));
@@ -142,7 +157,11 @@ pub async fn serve(
     router: Router,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown)
-        .await
+    // Connection info gives sign-up its per-client-IP limit.
+    axum::serve(
+        listener,
+        router.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await
 }

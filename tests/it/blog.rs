@@ -29,7 +29,7 @@ async fn readers_browse_digests_read_counts_and_the_atom_feed() {
     older.title = "An older <digest> & friends".into();
     store.save_digest(&older, Utc::now()).await.unwrap();
 
-    let blog = Arc::new(Blog::new(store.clone(), Arc::new(config.clone())).unwrap());
+    let blog = Arc::new(Blog::new(store.clone(), Arc::new(config.clone()), false).unwrap());
     let router = kdigest::web::router(
         Arc::new(Metrics::default()),
         Services {

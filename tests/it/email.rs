@@ -1,7 +1,7 @@
 //! Email through lettre against a real SMTP server on 127.0.0.1 (mailin-embedded, in
 //! process), and the one-click unsubscribe link it carries.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
@@ -9,78 +9,9 @@ use kdigest::deliver::engine::{Engine, Until};
 use kdigest::metrics::Metrics;
 use kdigest::model::Filter;
 use kdigest::subscriber::{Address, Status};
-use mailin_embedded::{Handler, Response, Server, response};
 
-use crate::helpers::{fixture_config, open_store, spawn_feed_server};
-
-/// Received mails: (recipients, raw message).
-type Mails = Arc<Mutex<Vec<(Vec<String>, String)>>>;
-
-#[derive(Clone, Default)]
-struct Inbox {
-    mails: Mails,
-    current: Vec<u8>,
-    to: Vec<String>,
-}
-
-impl Handler for Inbox {
-    fn rcpt(&mut self, to: &str) -> Response {
-        if to.contains("bounce") {
-            response::NO_MAILBOX
-        } else {
-            response::OK
-        }
-    }
-
-    fn data_start(&mut self, _domain: &str, _from: &str, _is8bit: bool, to: &[String]) -> Response {
-        self.current.clear();
-        self.to = to.to_vec();
-        response::OK
-    }
-
-    fn data(&mut self, buf: &[u8]) -> std::io::Result<()> {
-        self.current.extend_from_slice(buf);
-        Ok(())
-    }
-
-    fn data_end(&mut self) -> Response {
-        let mail = String::from_utf8_lossy(&self.current).into_owned();
-        self.mails.lock().unwrap().push((self.to.clone(), mail));
-        response::OK
-    }
-}
-
-fn spawn_smtp() -> (u16, Mails) {
-    let inbox = Inbox::default();
-    let mails = inbox.mails.clone();
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let mut server = Server::new(inbox);
-    server.with_name("localhost").with_tcp_listener(listener);
-    std::thread::spawn(move || {
-        let _ = server.serve();
-    });
-    (port, mails)
-}
-
-/// The value of a header, unfolded.
-fn header(mail: &str, name: &str) -> Option<String> {
-    let lines: Vec<&str> = mail.split("\r\n").collect();
-    let start = lines.iter().position(|l| {
-        l.to_ascii_lowercase()
-            .starts_with(&format!("{}:", name.to_ascii_lowercase()))
-    })?;
-    let mut value = lines[start][name.len() + 1..].trim().to_string();
-    for l in &lines[start + 1..] {
-        if l.starts_with(' ') || l.starts_with('\t') {
-            value.push(' ');
-            value.push_str(l.trim());
-        } else {
-            break;
-        }
-    }
-    Some(value)
-}
+use crate::helpers::{fixture_config, open_store, serve_account, spawn_feed_server};
+use crate::smtp::{header, spawn_smtp};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn newsletters_arrive_as_multipart_with_list_headers_and_one_click_unsubscribe() {
@@ -195,16 +126,7 @@ async fn newsletters_arrive_as_multipart_with_list_headers_and_one_click_unsubsc
 
     // The link: GET changes nothing, the one-click POST unsubscribes, twice is fine, forged is 404.
     let secret = kdigest::config::Secret::new("test-signing-key");
-    let services = kdigest::web::Services {
-        unsubscribe: Some(Arc::new(kdigest::web::unsubscribe::Unsubscribe {
-            store: store.clone(),
-            secret,
-            language: "en".into(),
-        })),
-        ..Default::default()
-    };
-    let router = kdigest::web::router(Arc::new(Metrics::default()), services);
-    tokio::spawn(async move { axum::serve(web, router).await.unwrap() });
+    serve_account(web, &store, &config, secret, None);
     let client = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()

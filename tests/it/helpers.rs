@@ -462,3 +462,25 @@ pub fn discord_spec() -> Value {
         std::fs::read_to_string(reference_dir().join("platform/discord-openapi.json")).unwrap();
     serde_json::from_str(&text).unwrap()
 }
+
+/// Serves the account pages on `listener`, with client addresses (for the per-IP limit).
+pub fn serve_account(
+    listener: tokio::net::TcpListener,
+    store: &kdigest::store::Store,
+    config: &kdigest::config::Config,
+    secret: kdigest::config::Secret,
+    mailer: Option<std::sync::Arc<kdigest::deliver::email::EmailSender>>,
+) {
+    let account =
+        kdigest::web::account::Account::new(store.clone(), config, secret, mailer).unwrap();
+    let services = kdigest::web::Services {
+        account: Some(std::sync::Arc::new(account)),
+        ..Default::default()
+    };
+    let router = kdigest::web::router(Arc::new(kdigest::metrics::Metrics::default()), services);
+    tokio::spawn(kdigest::web::serve(
+        listener,
+        router,
+        std::future::pending(),
+    ));
+}

@@ -11,5 +11,7 @@ mod helpers;
 mod llm;
 mod reference_feeds;
 mod renders;
+mod signup;
+mod smtp;
 mod telegram;
 mod telegram_mock;

@@ -1,0 +1,679 @@
+//! The reader's side of the newsletter, all plain HTML forms (no JavaScript):
+//!
+//! - `/subscribe`: email, layers, threshold, language. POST records a pending subscriber and
+//!   sends a confirmation link (double opt-in). Limited per client IP and per address. The
+//!   answer is the same whether or not the address was already subscribed.
+//! - `/confirm/{token}`: GET shows a button, POST confirms. Link scanners fetch GET links, so
+//!   GET never changes anything. Tokens expire after 48 hours and act only on a pending
+//!   subscriber, so they work once.
+//! - `/unsubscribe/{token}`: GET shows a button, POST unsubscribes; the RFC 8058 one-click
+//!   POST is the same POST: 200, no redirect, and 200 again when repeated.
+//! - `/preferences/{token}`: change layers, threshold and language.
+//!
+//! Invalid, altered or expired tokens get 404 and change nothing. Pages are in the
+//! subscriber's language (sign-up: `?lang=`, then Accept-Language, then the digest language).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{IpAddr, SocketAddr};
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::{ConnectInfo, Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use chrono::Utc;
+use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use serde::Deserialize;
+
+use super::blog::CSP;
+use crate::config::{Config, LANGUAGES, Secret};
+use crate::deliver::SendError;
+use crate::deliver::email::EmailSender;
+use crate::model::{Filter, Score};
+use crate::render::{AccountForm, AccountPage, Choice, Renderer, SettingsForm};
+use crate::store::{Signup, Store};
+use crate::subscriber::{Address, Subscriber};
+use crate::tokens::{CONFIRM_TTL_SECS, Purpose, link, verify};
+
+pub struct Account {
+    store: Store,
+    secret: Secret,
+    /// Sends confirmation emails; without it sign-up answers 503 (unsubscribe still works).
+    mailer: Option<Arc<EmailSender>>,
+    renderers: BTreeMap<&'static str, Renderer>,
+    default_language: String,
+    layers: Vec<String>,
+    default_filter: Filter,
+    public_url: url::Url,
+    per_ip: DefaultKeyedRateLimiter<IpAddr>,
+    per_address: DefaultKeyedRateLimiter<String>,
+    trust_forwarded_for: bool,
+}
+
+impl Account {
+    pub fn new(
+        store: Store,
+        config: &Config,
+        secret: Secret,
+        mailer: Option<Arc<EmailSender>>,
+    ) -> anyhow::Result<Account> {
+        let mut renderers = BTreeMap::new();
+        for language in LANGUAGES {
+            let renderer = Renderer::new(language, config.digest.templates_dir.as_deref())?;
+            renderers.insert(*language, renderer);
+        }
+        let signup = &config.signup;
+        let per_hour = NonZeroU32::new(signup.per_ip_per_hour).unwrap_or(NonZeroU32::MIN);
+        let per_day = NonZeroU32::new(signup.per_address_per_day).unwrap_or(NonZeroU32::MIN);
+        Ok(Account {
+            store,
+            secret,
+            mailer,
+            renderers,
+            default_language: config.digest.language.clone(),
+            layers: config.layer_names().iter().map(|l| l.to_string()).collect(),
+            default_filter: Filter {
+                layers: BTreeSet::new(),
+                min_score: config.digest.min_score,
+            },
+            public_url: config.email.public_url.clone(),
+            per_ip: RateLimiter::keyed(Quota::per_hour(per_hour)),
+            per_address: RateLimiter::keyed(
+                Quota::with_period(Duration::from_secs(86_400) / per_day.get())
+                    .expect("a positive period")
+                    .allow_burst(per_day),
+            ),
+            trust_forwarded_for: signup.trust_forwarded_for,
+        })
+    }
+
+    fn renderer(&self, language: &str) -> &Renderer {
+        self.renderers
+            .get(language)
+            .or_else(|| self.renderers.get(self.default_language.as_str()))
+            .or_else(|| self.renderers.values().next())
+            .expect("one renderer per supported language")
+    }
+
+    /// The subscriber a token names, if it is valid for `purpose` and the subscriber exists.
+    async fn subscriber(
+        &self,
+        purpose: Purpose,
+        token: &str,
+    ) -> anyhow::Result<Option<Subscriber>> {
+        match verify(&self.secret, purpose, token, Utc::now().timestamp()) {
+            Some(id) => self.store.subscriber(id).await,
+            None => Ok(None),
+        }
+    }
+
+    fn page(&self, status: StatusCode, language: &str, page: &AccountPage) -> Response {
+        match self.renderer(language).account_page(page) {
+            Ok(body) => html(status, body),
+            Err(error) => failure(error),
+        }
+    }
+
+    /// A page with a title and one paragraph.
+    fn message(&self, status: StatusCode, language: &str, title: &str, text: &str) -> Response {
+        let t = self.renderer(language).locale();
+        self.page(
+            status,
+            language,
+            &AccountPage {
+                title: t.get(title).to_string(),
+                paragraphs: vec![t.get(text).to_string()],
+                ..AccountPage::default()
+            },
+        )
+    }
+
+    fn not_found(&self, language: &str) -> Response {
+        self.message(
+            StatusCode::NOT_FOUND,
+            language,
+            "blog_title",
+            "link_invalid",
+        )
+    }
+
+    /// The layer, threshold and language fields, filled in from `filter` and `language`.
+    fn settings_form(&self, filter: &Filter, language: &str) -> SettingsForm {
+        SettingsForm {
+            layers: self
+                .layers
+                .iter()
+                .map(|l| Choice {
+                    value: l.clone(),
+                    label: l.clone(),
+                    checked: filter.layers.contains(l),
+                    href: String::new(),
+                })
+                .collect(),
+            min_score: (f64::from(filter.min_score.tenths()) / 10.0).round() as u32,
+            languages: self
+                .renderers
+                .iter()
+                .map(|(code, r)| Choice {
+                    value: code.to_string(),
+                    label: r.locale().get("language_name").to_string(),
+                    checked: *code == language,
+                    href: String::new(),
+                })
+                .collect(),
+        }
+    }
+
+    /// The sign-up page, with `error` and the values the reader typed when a POST failed.
+    fn signup_page(
+        &self,
+        status: StatusCode,
+        language: &str,
+        error: Option<String>,
+        email: &str,
+        filter: &Filter,
+    ) -> Response {
+        let t = self.renderer(language).locale();
+        let switch = self
+            .renderers
+            .iter()
+            .filter(|(code, _)| **code != language)
+            .map(|(code, r)| Choice {
+                value: code.to_string(),
+                label: r.locale().get("language_name").to_string(),
+                checked: false,
+                href: format!("/subscribe?lang={code}"),
+            })
+            .collect();
+        self.page(
+            status,
+            language,
+            &AccountPage {
+                title: t.get("signup_title").to_string(),
+                paragraphs: vec![t.get("signup_lead").to_string()],
+                error,
+                form: Some(AccountForm {
+                    action: "/subscribe".into(),
+                    button: t.get("signup_button").to_string(),
+                    email: Some(email.to_string()),
+                    settings: Some(self.settings_form(filter, language)),
+                }),
+                switch,
+            },
+        )
+    }
+
+    fn preferences_page(
+        &self,
+        subscriber: &Subscriber,
+        token: &str,
+        saved: bool,
+        error: Option<String>,
+    ) -> Response {
+        let language = subscriber.language.as_str();
+        let t = self.renderer(language).locale();
+        let email = match &subscriber.address {
+            Address::Email(e) => e.clone(),
+            other => other.to_string(),
+        };
+        let mut paragraphs = vec![t.fill("preferences_lead", &[("email", &email)])];
+        if saved {
+            paragraphs.push(t.get("preferences_saved").to_string());
+        }
+        let status = if error.is_some() {
+            StatusCode::BAD_REQUEST
+        } else {
+            StatusCode::OK
+        };
+        self.page(
+            status,
+            language,
+            &AccountPage {
+                title: t.get("preferences_title").to_string(),
+                paragraphs,
+                error,
+                form: Some(AccountForm {
+                    action: format!("/preferences/{token}"),
+                    button: t.get("preferences_button").to_string(),
+                    email: None,
+                    settings: Some(self.settings_form(&subscriber.filter, language)),
+                }),
+                ..AccountPage::default()
+            },
+        )
+    }
+
+    /// The client's address: the socket peer, or behind a trusted reverse proxy the last
+    /// X-Forwarded-For entry (the one the proxy added; earlier ones are client-supplied).
+    fn client_ip(&self, peer: SocketAddr, headers: &HeaderMap) -> IpAddr {
+        if self.trust_forwarded_for
+            && let Some(ip) = headers
+                .get_all("x-forwarded-for")
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .flat_map(|v| v.split(','))
+                .filter_map(|v| v.trim().parse::<IpAddr>().ok())
+                .next_back()
+        {
+            return ip;
+        }
+        peer.ip()
+    }
+}
+
+fn html(status: StatusCode, body: String) -> Response {
+    (
+        status,
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CONTENT_SECURITY_POLICY, CSP),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+fn failure(error: anyhow::Error) -> Response {
+    tracing::error!(message = "Account page failed", error = %format!("{error:#}"));
+    StatusCode::SERVICE_UNAVAILABLE.into_response()
+}
+
+/// What a settings form sends; `layers` repeats, one per ticked box.
+#[derive(Default)]
+struct Fields {
+    email: String,
+    layers: Vec<String>,
+    min_score: Option<String>,
+    language: Option<String>,
+}
+
+fn parse_fields(body: &[u8]) -> Fields {
+    let mut fields = Fields::default();
+    for (key, value) in url::form_urlencoded::parse(body) {
+        match key.as_ref() {
+            "email" => fields.email = value.trim().to_string(),
+            "layers" => fields.layers.push(value.into_owned()),
+            "min_score" => fields.min_score = Some(value.trim().to_string()),
+            "language" => fields.language = Some(value.into_owned()),
+            _ => {}
+        }
+    }
+    fields
+}
+
+/// Validates layers, threshold and language; the error is a locale key and its value.
+fn parse_settings(
+    fields: &Fields,
+    known_layers: &[String],
+    default: &Filter,
+) -> Result<(Filter, Option<String>), (&'static str, String)> {
+    let mut layers = BTreeSet::new();
+    for l in &fields.layers {
+        if !known_layers.contains(l) {
+            return Err(("signup_bad_layer", l.clone()));
+        }
+        layers.insert(l.clone());
+    }
+    let min_score = match fields.min_score.as_deref() {
+        None | Some("") => default.min_score,
+        Some(s) => s
+            .parse::<u16>()
+            .ok()
+            .filter(|n| *n <= 100)
+            .map(|n| Score::from_tenths(n * 10))
+            .ok_or(("signup_bad_score", s.to_string()))?,
+    };
+    let language = match fields.language.as_deref() {
+        None => None,
+        Some(l) if LANGUAGES.contains(&l) => Some(l.to_string()),
+        Some(l) => return Err(("signup_bad_language", l.to_string())),
+    };
+    Ok((Filter { layers, min_score }, language))
+}
+
+#[derive(Deserialize)]
+pub struct LangQuery {
+    lang: Option<String>,
+}
+
+/// `?lang=` when supported, else the first supported Accept-Language tag, else `default`.
+fn page_language(query: Option<&str>, headers: &HeaderMap, default: &str) -> String {
+    let supported = |tag: &str| {
+        let tag = tag.trim().to_ascii_lowercase();
+        LANGUAGES
+            .iter()
+            .find(|l| {
+                let l = l.to_ascii_lowercase();
+                tag == l || l.split('-').next() == Some(tag.split('-').next().unwrap_or(""))
+            })
+            .map(|l| l.to_string())
+    };
+    if let Some(l) = query.and_then(supported) {
+        return l;
+    }
+    let accept = headers
+        .get(header::ACCEPT_LANGUAGE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    accept
+        .split(',')
+        .filter_map(|part| supported(part.split(';').next().unwrap_or("")))
+        .next()
+        .unwrap_or_else(|| default.to_string())
+}
+
+pub async fn signup_form(
+    State(a): State<Arc<Account>>,
+    Query(q): Query<LangQuery>,
+    headers: HeaderMap,
+) -> Response {
+    let language = page_language(q.lang.as_deref(), &headers, &a.default_language);
+    a.signup_page(StatusCode::OK, &language, None, "", &a.default_filter)
+}
+
+pub async fn signup(
+    State(a): State<Arc<Account>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let fields = parse_fields(&body);
+    let language = fields
+        .language
+        .clone()
+        .filter(|l| LANGUAGES.contains(&l.as_str()))
+        .unwrap_or_else(|| page_language(None, &headers, &a.default_language));
+    if a.per_ip.check_key(&a.client_ip(peer, &headers)).is_err() {
+        return a.message(
+            StatusCode::TOO_MANY_REQUESTS,
+            &language,
+            "signup_title",
+            "signup_limited",
+        );
+    }
+    let t = a.renderer(&language).locale();
+    let invalid = |error: String, filter: &Filter| {
+        a.signup_page(
+            StatusCode::BAD_REQUEST,
+            &language,
+            Some(error),
+            &fields.email,
+            filter,
+        )
+    };
+    let (filter, _) = match parse_settings(&fields, &a.layers, &a.default_filter) {
+        Ok(settings) => settings,
+        Err((key, value)) => {
+            let error = t.fill(key, &[("layer", &value)]);
+            return invalid(error, &a.default_filter);
+        }
+    };
+    let address = match Address::parse(&format!("email:{}", fields.email)) {
+        Ok(address) if fields.email.len() <= 254 => address,
+        _ => {
+            let error = t.fill("signup_bad_email", &[("email", &fields.email)]);
+            return invalid(error, &filter);
+        }
+    };
+    if a.per_address
+        .check_key(&fields.email.to_lowercase())
+        .is_err()
+    {
+        return a.message(
+            StatusCode::TOO_MANY_REQUESTS,
+            &language,
+            "signup_title",
+            "signup_limited",
+        );
+    }
+    let Some(mailer) = &a.mailer else {
+        return a.message(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &language,
+            "signup_title",
+            "signup_unavailable",
+        );
+    };
+    let now = Utc::now();
+    let stale = now - chrono::Duration::seconds(CONFIRM_TTL_SECS);
+    let outcome = a
+        .store
+        .signup(&address, &filter, &language, now, stale)
+        .await;
+    match outcome {
+        Ok(Signup::Pending(id)) => {
+            let url = link(
+                &a.public_url,
+                &a.secret,
+                Purpose::Confirm,
+                id,
+                now.timestamp(),
+            );
+            let email = match a.renderer(&language).confirmation_email(&url) {
+                Ok(email) => email,
+                Err(error) => return failure(error),
+            };
+            match mailer.send_single(&fields.email, email).await {
+                Ok(()) => tracing::info!(message = "Confirmation email sent", subscriber = id),
+                Err(SendError::Permanent { reason }) => {
+                    tracing::info!(message = "Confirmation email refused", subscriber = id, %reason);
+                }
+                Err(error) => {
+                    tracing::error!(message = "Cannot send the confirmation email", subscriber = id, error = %error);
+                    return a.message(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        &language,
+                        "signup_title",
+                        "signup_unavailable",
+                    );
+                }
+            }
+        }
+        // Same answer as a new sign-up: the page must not tell who is subscribed.
+        Ok(Signup::AlreadySubscribed) => {}
+        Err(error) => return failure(error),
+    }
+    a.message(
+        StatusCode::OK,
+        &language,
+        "signup_sent_title",
+        "signup_sent",
+    )
+}
+
+pub async fn confirm_form(State(a): State<Arc<Account>>, Path(token): Path<String>) -> Response {
+    match a.subscriber(Purpose::Confirm, &token).await {
+        Ok(Some(s)) if s.status == crate::subscriber::Status::Pending => {
+            let t = a.renderer(&s.language).locale();
+            a.page(
+                StatusCode::OK,
+                &s.language,
+                &AccountPage {
+                    title: t.get("confirm_title").to_string(),
+                    paragraphs: vec![t.get("confirm_lead").to_string()],
+                    form: Some(AccountForm {
+                        action: format!("/confirm/{token}"),
+                        button: t.get("confirm_button").to_string(),
+                        ..AccountForm::default()
+                    }),
+                    ..AccountPage::default()
+                },
+            )
+        }
+        Ok(_) => a.not_found(&a.default_language),
+        Err(error) => failure(error),
+    }
+}
+
+pub async fn confirm(State(a): State<Arc<Account>>, Path(token): Path<String>) -> Response {
+    let subscriber = match a.subscriber(Purpose::Confirm, &token).await {
+        Ok(Some(s)) => s,
+        Ok(None) => return a.not_found(&a.default_language),
+        Err(error) => return failure(error),
+    };
+    match a.store.confirm_subscriber(subscriber.id, Utc::now()).await {
+        Ok(true) => {
+            tracing::info!(
+                message = "Subscription confirmed",
+                subscriber = subscriber.id
+            );
+            a.message(
+                StatusCode::OK,
+                &subscriber.language,
+                "confirm_title",
+                "confirm_done",
+            )
+        }
+        Ok(false) => a.not_found(&subscriber.language),
+        Err(error) => failure(error),
+    }
+}
+
+pub async fn unsubscribe_form(
+    State(a): State<Arc<Account>>,
+    Path(token): Path<String>,
+) -> Response {
+    let Some(id) = verify(
+        &a.secret,
+        Purpose::Unsubscribe,
+        &token,
+        Utc::now().timestamp(),
+    ) else {
+        return a.not_found(&a.default_language);
+    };
+    let language = a.language_of(id).await;
+    let t = a.renderer(&language).locale();
+    a.page(
+        StatusCode::OK,
+        &language,
+        &AccountPage {
+            title: t.get("unsubscribe_title").to_string(),
+            paragraphs: vec![t.get("unsubscribe_confirm").to_string()],
+            form: Some(AccountForm {
+                action: format!("/unsubscribe/{token}"),
+                button: t.get("unsubscribe").to_string(),
+                ..AccountForm::default()
+            }),
+            ..AccountPage::default()
+        },
+    )
+}
+
+/// Also the RFC 8058 one-click POST: a valid token answers 200 even when the subscriber is
+/// already gone, so repeating it is harmless.
+pub async fn unsubscribe(State(a): State<Arc<Account>>, Path(token): Path<String>) -> Response {
+    let Some(id) = verify(
+        &a.secret,
+        Purpose::Unsubscribe,
+        &token,
+        Utc::now().timestamp(),
+    ) else {
+        return a.not_found(&a.default_language);
+    };
+    let language = a.language_of(id).await;
+    match a.store.remove_subscriber(id).await {
+        Ok(removed) => {
+            if removed {
+                tracing::info!(message = "Unsubscribed by link", subscriber = id);
+            }
+            a.message(
+                StatusCode::OK,
+                &language,
+                "unsubscribe_title",
+                "unsubscribe_done",
+            )
+        }
+        Err(error) => failure(error),
+    }
+}
+
+impl Account {
+    /// The subscriber's language, or the digest language once they are gone.
+    async fn language_of(&self, id: i64) -> String {
+        match self.store.subscriber(id).await {
+            Ok(Some(s)) => s.language,
+            _ => self.default_language.clone(),
+        }
+    }
+}
+
+pub async fn preferences_form(
+    State(a): State<Arc<Account>>,
+    Path(token): Path<String>,
+) -> Response {
+    match a.subscriber(Purpose::Preferences, &token).await {
+        Ok(Some(s)) => a.preferences_page(&s, &token, false, None),
+        Ok(None) => a.not_found(&a.default_language),
+        Err(error) => failure(error),
+    }
+}
+
+pub async fn preferences(
+    State(a): State<Arc<Account>>,
+    Path(token): Path<String>,
+    body: Bytes,
+) -> Response {
+    let mut subscriber = match a.subscriber(Purpose::Preferences, &token).await {
+        Ok(Some(s)) => s,
+        Ok(None) => return a.not_found(&a.default_language),
+        Err(error) => return failure(error),
+    };
+    let fields = parse_fields(&body);
+    match parse_settings(&fields, &a.layers, &subscriber.filter) {
+        Ok((filter, language)) => {
+            subscriber.filter = filter;
+            if let Some(language) = language {
+                subscriber.language = language;
+            }
+            if let Err(error) = a.store.update_subscriber(&subscriber, Utc::now()).await {
+                return failure(error);
+            }
+            tracing::info!(message = "Preferences saved", subscriber = subscriber.id);
+            a.preferences_page(&subscriber, &token, true, None)
+        }
+        Err((key, value)) => {
+            let t = a.renderer(&subscriber.language).locale();
+            let error = t.fill(key, &[("layer", &value)]);
+            a.preferences_page(&subscriber, &token, false, Some(error))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_accept_known_layers_whole_scores_and_languages() {
+        let known = vec!["frontend".to_string(), "runtime".to_string()];
+        let default = Filter::default();
+        let fields = parse_fields(b"layers=runtime&layers=frontend&min_score=70&language=en");
+        let (filter, language) = parse_settings(&fields, &known, &default).unwrap();
+        assert_eq!(filter.layers.len(), 2);
+        assert_eq!(filter.min_score, Score::from_tenths(700));
+        assert_eq!(language.as_deref(), Some("en"));
+        let bad = |body: &[u8]| parse_settings(&parse_fields(body), &known, &default).unwrap_err();
+        assert_eq!(bad(b"layers=gpu").0, "signup_bad_layer");
+        assert_eq!(bad(b"min_score=101").0, "signup_bad_score");
+        assert_eq!(bad(b"min_score=7.5").0, "signup_bad_score");
+        assert_eq!(bad(b"language=fr").0, "signup_bad_language");
+    }
+
+    #[test]
+    fn page_language_prefers_query_then_accept_language() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::ACCEPT_LANGUAGE,
+            "fr-CH, en-US;q=0.8, zh;q=0.5".parse().unwrap(),
+        );
+        assert_eq!(page_language(Some("zh-CN"), &headers, "zh-CN"), "zh-CN");
+        assert_eq!(page_language(None, &headers, "zh-CN"), "en");
+        assert_eq!(
+            page_language(Some("xx"), &HeaderMap::new(), "zh-CN"),
+            "zh-CN"
+        );
+    }
+}
