@@ -1,11 +1,76 @@
 //! Small text helpers shared by the pure stages: HTML to text, entity decoding, whitespace,
 //! URL normalisation and length-bounded truncation. No I/O.
 
+/// The allow-list feed HTML passes through first: structure, emphasis and http(s) links.
+/// ammonia parses like a browser (html5ever), so malformed or hostile markup (unclosed
+/// comments, `javascript:` links, event-handler attributes, `<script>` in odd places) is
+/// resolved the way a browser would before the simple walk below reads it.
+static SANITIZER: std::sync::LazyLock<ammonia::Builder<'static>> = std::sync::LazyLock::new(|| {
+    let mut builder = ammonia::Builder::default();
+    builder
+        .tags(
+            [
+                "a",
+                "p",
+                "br",
+                "div",
+                "span",
+                "li",
+                "ul",
+                "ol",
+                "dl",
+                "dt",
+                "dd",
+                "h1",
+                "h2",
+                "h3",
+                "h4",
+                "h5",
+                "h6",
+                "table",
+                "tr",
+                "td",
+                "th",
+                "pre",
+                "code",
+                "blockquote",
+                "section",
+                "article",
+                "hr",
+                "b",
+                "i",
+                "em",
+                "strong",
+                "sub",
+                "sup",
+            ]
+            .into(),
+        )
+        .tag_attributes([("a", ["href"].into())].into())
+        .generic_attributes(std::collections::HashSet::new())
+        .url_schemes(["http", "https"].into())
+        .link_rel(None);
+    builder
+});
+
+/// Feed HTML reduced to what [`SANITIZER`] allows. Text without markup is left alone: the
+/// parser costs time and would change nothing.
+pub fn sanitize_html(html: &str) -> std::borrow::Cow<'_, str> {
+    if html.contains('<') {
+        std::borrow::Cow::Owned(SANITIZER.clean(html).to_string())
+    } else {
+        std::borrow::Cow::Borrowed(html)
+    }
+}
+
 /// Plain text of an HTML fragment plus the `href`s of its links, in document order.
 ///
-/// Block elements become line breaks so later sentence splitting sees list items and
-/// paragraphs as separate units; script and style contents are dropped.
+/// The fragment is sanitised first ([`sanitize_html`]). Block elements become line breaks so
+/// later sentence splitting sees list items and paragraphs as separate units; script and
+/// style contents are dropped.
 pub fn html_to_text(html: &str) -> (String, Vec<String>) {
+    let clean = sanitize_html(html);
+    let html = clean.as_ref();
     let mut out = String::with_capacity(html.len());
     let mut links = Vec::new();
     let mut rest = html;
@@ -302,6 +367,26 @@ mod tests {
     fn lines_are_tidied() {
         assert_eq!(tidy_lines("  a \t b \r\n\n  \n c  d\n"), "a b\nc d");
         assert_eq!(tidy_lines("内核 \n  编译"), "内核\n编译");
+    }
+
+    #[test]
+    fn hostile_markup_leaves_no_script_handler_or_javascript_link() {
+        let html = r#"<p onclick="steal()">Hi<img src=x onerror=alert(1)></p><a href="javascript:alert(1)">bad</a> <a href="https://ok.example/x">good</a><!--<script>alert(2)</script>--><svg><script>alert(3)</script></svg><style>p{}</style>"#;
+        let clean = sanitize_html(html);
+        for needle in [
+            "onclick",
+            "onerror",
+            "javascript:",
+            "<script",
+            "<img",
+            "<svg",
+            "alert",
+        ] {
+            assert!(!clean.contains(needle), "{needle} in {clean}");
+        }
+        let (text, links) = html_to_text(html);
+        assert_eq!(text, "Hi\nbad good");
+        assert_eq!(links, ["https://ok.example/x"]);
     }
 
     #[test]
