@@ -201,8 +201,14 @@ fn section(digest: &mut Digest, events: Vec<DigestEvent>, key_changes: usize, lo
         .map(|e| e.brief.as_str())
         .collect::<Vec<_>>()
         .join(locale.get("overview_separator"));
-    digest.title = title;
-    digest.overview = overview;
+    // A day with nothing above the threshold still needs a title (blog, feed, subject).
+    if ordered.is_empty() {
+        digest.title = locale.get("empty_title").to_string();
+        digest.overview = String::new();
+    } else {
+        digest.title = title;
+        digest.overview = overview;
+    }
 }
 
 /// Numbered source links: one per item with a URL, named by its source.

@@ -1,6 +1,7 @@
 //! One integration-test binary: real HTTP (reqwest) against loopback servers, real SQLite.
 
 mod blog;
+mod browser;
 mod cli;
 mod delivery;
 mod discord;
