@@ -240,16 +240,18 @@ fn target_dir() -> PathBuf {
 
 /// The running daemon (`kdigest run`), serving the web pages on `port`.
 fn start_daemon(config: &Path, port: u16) -> Process {
-    let child = kdigest(config, &["run"])
-        .env("KDIGEST_SECRET", "browser-test-key")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
+    let daemon = Process(
+        kdigest(config, &["run"])
+            .env("KDIGEST_SECRET", "browser-test-key")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap(),
+    );
     // Wait for the web server.
     for _ in 0..200 {
         if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return Process(child);
+            return daemon;
         }
         std::thread::sleep(Duration::from_millis(50));
     }
