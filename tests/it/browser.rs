@@ -114,21 +114,32 @@ impl Browser {
         }
     }
 
-    /// One WebDriver command; returns its `value`, panicking with the driver's error.
-    async fn call(&self, method: reqwest::Method, path: &str, body: Value) -> Value {
+    /// One WebDriver command: its `value`, or the driver's error.
+    async fn try_call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Value,
+    ) -> Result<Value, String> {
         let url = format!("{}{path}", self.session);
         let mut request = self.http.request(method, &url);
         if !body.is_null() {
             request = request.json(&body);
         }
         let response: Value = request.send().await.unwrap().json().await.unwrap();
-        if let Some(error) = response["value"]["error"].as_str() {
-            panic!(
+        match response["value"]["error"].as_str() {
+            Some(error) => Err(format!(
                 "WebDriver {path}: {error}: {}",
                 response["value"]["message"]
-            );
+            )),
+            None => Ok(response["value"].clone()),
         }
-        response["value"].clone()
+    }
+
+    async fn call(&self, method: reqwest::Method, path: &str, body: Value) -> Value {
+        self.try_call(method, path, body)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
     }
 
     async fn goto(&self, url: &str) {
@@ -192,6 +203,39 @@ impl Browser {
             )
             .await;
         v.as_str().unwrap().to_string()
+    }
+
+    /// The page text once it contains `needle`: a click that submits a form returns before
+    /// the next page has loaded, so the old page (or a stale element) may answer first.
+    async fn wait_for_text(&self, needle: &str) -> String {
+        let mut last = String::new();
+        for _ in 0..100 {
+            let text = async {
+                let body = self
+                    .try_call(
+                        reqwest::Method::POST,
+                        "/element",
+                        json!({"using": "css selector", "value": "body"}),
+                    )
+                    .await?;
+                let id = body[ELEMENT].as_str().unwrap_or_default().to_string();
+                self.try_call(
+                    reqwest::Method::GET,
+                    &format!("/element/{id}/text"),
+                    Value::Null,
+                )
+                .await
+            }
+            .await;
+            if let Ok(Value::String(text)) = text {
+                if text.contains(needle) {
+                    return text;
+                }
+                last = text;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("the page never showed {needle:?}; last text: {last}");
     }
 
     /// True when the page is no wider than the window: nothing to scroll sideways on a phone.
@@ -329,8 +373,8 @@ async fn a_reader_browses_subscribes_confirms_receives_and_leaves_in_chromium() 
 
     // The digest page, reached by clicking its title.
     browser.click("a[href='/digest/2026-10-28']").await;
+    let page = browser.wait_for_text("返回").await;
     assert_eq!(browser.url().await, format!("{base}digest/2026-10-28"));
-    let page = browser.text().await;
     assert!(page.contains("Triton"), "{page}");
     assert!(page.contains("返回"), "a link back to the blog");
     assert!(browser.fits_width().await);
@@ -343,8 +387,7 @@ async fn a_reader_browses_subscribes_confirms_receives_and_leaves_in_chromium() 
     browser.type_into("#min_score", "40").await;
     browser.screenshot("subscribe").await;
     browser.click("button[type='submit']").await;
-    let sent = browser.text().await;
-    assert!(sent.contains("Check your inbox"), "{sent}");
+    browser.wait_for_text("Check your inbox").await;
 
     // The confirmation email; its link shows a button; the button confirms.
     let mail = wait_for_mail(&mails, "reader@example.org", 1).await;
@@ -375,7 +418,7 @@ async fn a_reader_browses_subscribes_confirms_receives_and_leaves_in_chromium() 
     );
     browser.screenshot("confirm").await;
     browser.click("button[type='submit']").await;
-    assert!(browser.text().await.contains("Subscription confirmed"));
+    browser.wait_for_text("Subscription confirmed").await;
     let active = store.subscriber(pending.id).await.unwrap().unwrap();
     assert_eq!(active.status, kdigest::subscriber::Status::Active);
 
@@ -406,6 +449,6 @@ async fn a_reader_browses_subscribes_confirms_receives_and_leaves_in_chromium() 
     assert!(store.subscriber(pending.id).await.unwrap().is_some());
     browser.screenshot("unsubscribe").await;
     browser.click("button[type='submit']").await;
-    assert!(browser.text().await.contains("You are unsubscribed"));
+    browser.wait_for_text("You are unsubscribed").await;
     assert!(store.subscriber(pending.id).await.unwrap().is_none());
 }
