@@ -220,16 +220,16 @@ async fn run_forever(
         }
         Err(_) => None,
     };
-    let blog = Some(Arc::new(crate::web::blog::Blog::new(
+    let blog = Arc::new(crate::web::blog::Blog::new(
         store.clone(),
         Arc::new(config.clone()),
         account.is_some(),
-    )?));
+    )?);
     let services = crate::web::Services {
         telegram: webhook_bot,
         discord: discord_bot,
         account,
-        blog,
+        blog: Some(blog.clone()),
     };
     let router = crate::web::router(metrics.clone(), services);
     let web = tokio::spawn(crate::web::serve(listener, router, async move {
@@ -267,6 +267,9 @@ async fn run_forever(
     tracing::info!(message = "Shutting down: in-flight deliveries finish, nothing new is claimed");
     workers.await??;
     web.await??;
+    if let Err(error) = blog.flush_reads().await {
+        tracing::warn!(message = "Page views of the last seconds were not stored", error = %format!("{error:#}"));
+    }
     if let Some(bot) = bot {
         bot.await??;
     }

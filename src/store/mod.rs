@@ -265,15 +265,25 @@ impl Store {
             .get(0))
     }
 
-    /// Counts one read of a digest page; returns the new count.
-    pub async fn record_read(&self, date: NaiveDate) -> anyhow::Result<i64> {
+    /// A digest's stored read count; None when no digest has that date.
+    pub async fn digest_reads(&self, date: NaiveDate) -> anyhow::Result<Option<i64>> {
+        let row = sqlx::query("SELECT reads FROM digests WHERE digest_date = $1")
+            .bind(date.to_string())
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(|r| r.get(0)))
+    }
+
+    /// Adds `n` page views to a digest; returns the new count.
+    pub async fn add_reads(&self, date: NaiveDate, n: i64) -> anyhow::Result<Option<i64>> {
         let row = sqlx::query(
-            "UPDATE digests SET reads = reads + 1 WHERE digest_date = $1 RETURNING reads",
+            "UPDATE digests SET reads = reads + $1 WHERE digest_date = $2 RETURNING reads",
         )
+        .bind(n)
         .bind(date.to_string())
         .fetch_optional(&self.pool)
         .await?;
-        Ok(row.map_or(0, |r| r.get(0)))
+        Ok(row.map(|r| r.get(0)))
     }
 
     pub async fn latest_digest(&self) -> anyhow::Result<Option<Digest>> {

@@ -1,6 +1,7 @@
 //! The blog: `/` (digests newest first, paged), `/digest/{date}` (one digest, optionally
 //! filtered with `?layers=a,b&min_score=70`, with a read count), `/feed.xml` (Atom 1.0).
-//! Everything is rendered from stored digests; feed text is escaped by the templates.
+//! Everything is rendered from stored digests; feed text is escaped by the templates. Digest
+//! pages are cached and views counted in memory ([`crate::web::pages`]).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -16,6 +17,7 @@ use crate::digest::filter;
 use crate::model::{Filter, Score};
 use crate::render::{Renderer, escape_html};
 use crate::store::Store;
+use crate::web::pages::{CachedPage, PageCache, ReadCounter};
 
 const PAGE_SIZE: i64 = 10;
 const FEED_ENTRIES: i64 = 20;
@@ -25,6 +27,8 @@ pub struct Blog {
     pub store: Store,
     pub config: Arc<Config>,
     pub renderer: Renderer,
+    pages: PageCache,
+    reads: Arc<ReadCounter>,
     /// Sign-up is served: the home page links to it.
     pub signup: bool,
 }
@@ -40,7 +44,16 @@ impl Blog {
             config,
             renderer,
             signup,
+            pages: PageCache::default(),
+            reads: Arc::default(),
         })
+    }
+}
+
+impl Blog {
+    /// Writes the page views counted in memory; the daemon calls it when it stops.
+    pub async fn flush_reads(&self) -> anyhow::Result<()> {
+        self.reads.flush(&self.store).await
     }
 }
 
@@ -98,7 +111,16 @@ pub async fn digest_page(
     let Ok(date) = NaiveDate::parse_from_str(&date, "%Y-%m-%d") else {
         return StatusCode::NOT_FOUND.into_response();
     };
+    // The filter as a cache key: what the query asked for, normalised by the parse below.
+    let key = format!("{:?}|{:?}", q.layers, q.min_score);
     let result = async {
+        // Count first: an unknown date is a 404 before any rendering.
+        let Some(reads) = blog.reads.record(&blog.store, date).await? else {
+            return Ok(None);
+        };
+        if let Some(page) = blog.pages.get(date, &key) {
+            return Ok(Some(page.with_reads(reads)));
+        }
         let Some(mut digest) = blog.store.load_digest(date).await? else {
             return Ok(None);
         };
@@ -123,8 +145,13 @@ pub async fn digest_page(
                 blog.renderer.locale(),
             );
         }
-        let reads = blog.store.record_read(date).await?;
-        blog.renderer.page(&digest, reads).map(Some)
+        // Rendered once with a stand-in for the count, which no digest text contains.
+        let page = Arc::new(CachedPage::new(
+            blog.renderer.page(&digest, i64::MIN)?,
+            &i64::MIN.to_string(),
+        ));
+        blog.pages.put(date, &key, page.clone());
+        Ok(Some(page.with_reads(reads)))
     };
     match result.await {
         Ok(Some(body)) => html(StatusCode::OK, body),

@@ -20,6 +20,7 @@ use crate::metrics::Metrics;
 
 pub mod account;
 pub mod blog;
+pub mod pages;
 
 /// What the web server serves besides health and metrics; each part is optional.
 #[derive(Default)]

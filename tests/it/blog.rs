@@ -33,7 +33,7 @@ async fn readers_browse_digests_read_counts_and_the_atom_feed() {
     let router = kdigest::web::router(
         Arc::new(Metrics::default()),
         Services {
-            blog: Some(blog),
+            blog: Some(blog.clone()),
             ..Default::default()
         },
     );
@@ -94,6 +94,21 @@ async fn readers_browse_digests_read_counts_and_the_atom_feed() {
     assert!(
         filtered.contains("Tessera") && !filtered.contains("ShapeTrace"),
         "a filtered view"
+    );
+    assert!(filtered.contains("阅读 3"), "filtered views count too");
+    // Views are written in batches; what is in memory is written when the daemon stops.
+    blog.flush_reads().await.unwrap();
+    let date = kdigest::demo::demo_date();
+    assert_eq!(store.digest_reads(date).await.unwrap(), Some(3));
+    assert!(
+        get("/digest/2026-10-28")
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+            .contains("阅读 4"),
+        "the cached page shows the new count"
     );
     assert_eq!(get("/digest/2030-01-01").await.unwrap().status(), 404);
     assert_eq!(get("/digest/not-a-date").await.unwrap().status(), 404);

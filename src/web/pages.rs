@@ -1,0 +1,201 @@
+//! What makes `/digest/{date}` cheap: rendered pages cached for a short time, and page views
+//! counted in memory and added to SQLite in batches.
+//!
+//! A page is rendered once per (date, filter) and kept for [`PAGE_TTL`], split around its
+//! read count, so serving it is two string copies and a number. A digest stored again (a
+//! re-run) shows after at most [`PAGE_TTL`].
+//!
+//! Views are added to the database at most every [`FLUSH_EVERY`] (one UPDATE per digest, not
+//! one per view) and when the daemon stops. The count shown is the stored count plus the
+//! views not yet written, so readers see every view at once; a crash loses at most the views
+//! of the last [`FLUSH_EVERY`].
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use chrono::NaiveDate;
+
+use crate::store::Store;
+
+pub const PAGE_TTL: Duration = Duration::from_secs(30);
+pub const FLUSH_EVERY: Duration = Duration::from_secs(5);
+/// Beyond this many cached views (dates x filters) the cache starts over.
+const MAX_PAGES: usize = 512;
+
+/// A rendered page, split where its read count goes (`after` is None when a custom template
+/// shows no count).
+pub struct CachedPage {
+    before: String,
+    after: Option<String>,
+    rendered: Instant,
+}
+
+impl CachedPage {
+    /// Splits `html` at `mark`, the stand-in the page was rendered with for the count.
+    pub fn new(html: String, mark: &str) -> CachedPage {
+        let (before, after) = match html.split_once(mark) {
+            Some((b, a)) => (b.to_string(), Some(a.to_string())),
+            None => (html, None),
+        };
+        CachedPage {
+            before,
+            after,
+            rendered: Instant::now(),
+        }
+    }
+
+    pub fn with_reads(&self, reads: i64) -> String {
+        let Some(after) = &self.after else {
+            return self.before.clone();
+        };
+        let n = reads.to_string();
+        let mut out = String::with_capacity(self.before.len() + n.len() + after.len());
+        out.push_str(&self.before);
+        out.push_str(&n);
+        out.push_str(after);
+        out
+    }
+}
+
+/// (date, normalised filter query) -> page.
+type PageKey = (NaiveDate, String);
+
+#[derive(Default)]
+pub struct PageCache {
+    pages: Mutex<HashMap<PageKey, Arc<CachedPage>>>,
+}
+
+impl PageCache {
+    pub fn get(&self, date: NaiveDate, filter: &str) -> Option<Arc<CachedPage>> {
+        let pages = self.pages.lock().expect("page cache lock");
+        pages
+            .get(&(date, filter.to_string()))
+            .filter(|p| p.rendered.elapsed() < PAGE_TTL)
+            .cloned()
+    }
+
+    pub fn put(&self, date: NaiveDate, filter: &str, page: Arc<CachedPage>) {
+        let mut pages = self.pages.lock().expect("page cache lock");
+        if pages.len() >= MAX_PAGES {
+            pages.retain(|_, p| p.rendered.elapsed() < PAGE_TTL);
+            if pages.len() >= MAX_PAGES {
+                pages.clear();
+            }
+        }
+        pages.insert((date, filter.to_string()), page);
+    }
+}
+
+#[derive(Default, Clone, Copy)]
+struct Count {
+    /// The database's count when last read or written.
+    stored: i64,
+    /// Views being written right now.
+    in_flight: i64,
+    /// Views not written yet.
+    pending: i64,
+}
+
+impl Count {
+    fn shown(self) -> i64 {
+        self.stored + self.in_flight + self.pending
+    }
+}
+
+pub struct ReadCounter {
+    counts: Mutex<HashMap<NaiveDate, Count>>,
+    last_flush: Mutex<Instant>,
+}
+
+impl Default for ReadCounter {
+    fn default() -> Self {
+        ReadCounter {
+            counts: Mutex::default(),
+            last_flush: Mutex::new(Instant::now()),
+        }
+    }
+}
+
+impl ReadCounter {
+    /// Counts one view; returns the count to show, or None when no digest has that date.
+    /// Starts a background flush when the last one is [`FLUSH_EVERY`] old.
+    pub async fn record(
+        self: &Arc<Self>,
+        store: &Store,
+        date: NaiveDate,
+    ) -> anyhow::Result<Option<i64>> {
+        let known = {
+            let mut counts = self.counts.lock().expect("read counter lock");
+            counts.get_mut(&date).map(|c| {
+                c.pending += 1;
+                c.shown()
+            })
+        };
+        let shown = match known {
+            Some(shown) => shown,
+            None => {
+                let Some(stored) = store.digest_reads(date).await? else {
+                    return Ok(None);
+                };
+                let mut counts = self.counts.lock().expect("read counter lock");
+                let c = counts.entry(date).or_insert(Count {
+                    stored,
+                    ..Count::default()
+                });
+                c.pending += 1;
+                c.shown()
+            }
+        };
+        let due = {
+            let mut last = self.last_flush.lock().expect("flush time lock");
+            let due = last.elapsed() >= FLUSH_EVERY;
+            if due {
+                *last = Instant::now();
+            }
+            due
+        };
+        if due {
+            let counter = self.clone();
+            let store = store.clone();
+            tokio::spawn(async move {
+                if let Err(error) = counter.flush(&store).await {
+                    tracing::warn!(message = "Cannot store page views; they stay counted in memory", error = %format!("{error:#}"));
+                }
+            });
+        }
+        Ok(Some(shown))
+    }
+
+    /// Adds the pending views to the database.
+    pub async fn flush(&self, store: &Store) -> anyhow::Result<()> {
+        let batch: Vec<(NaiveDate, i64)> = {
+            let mut counts = self.counts.lock().expect("read counter lock");
+            counts
+                .iter_mut()
+                .filter(|(_, c)| c.pending > 0)
+                .map(|(date, c)| {
+                    c.in_flight += c.pending;
+                    let n = c.pending;
+                    c.pending = 0;
+                    (*date, n)
+                })
+                .collect()
+        };
+        for (date, n) in batch {
+            let result = store.add_reads(date, n).await;
+            let mut counts = self.counts.lock().expect("read counter lock");
+            let c = counts.entry(date).or_default();
+            c.in_flight -= n;
+            match result {
+                Ok(stored) => c.stored = stored.unwrap_or(c.stored),
+                // Not written: back to pending, for the next flush.
+                Err(error) => {
+                    c.pending += n;
+                    return Err(error);
+                }
+            }
+        }
+        Ok(())
+    }
+}
