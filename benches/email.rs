@@ -1,1 +1,226 @@
-fn main() {}
+//! `cargo bench --bench email`: 1,000 newsletters through kdigest's pooled lettre transport to
+//! a local SMTP server, then rss2email (PyPI) delivering 1,000 feed items of the same size to
+//! the same server, and the ratio. The server is aiosmtpd (PyPI) counting what it accepts.
+//! Needs: pip install aiosmtpd rss2email. Figures in docs/PERFORMANCE.md.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use kdigest::deliver::engine::{Engine, Until};
+use kdigest::metrics::Metrics;
+use kdigest::model::Filter;
+use kdigest::store::NewSubscriber;
+use kdigest::subscriber::{Address, Status};
+
+const NEWSLETTERS: usize = 1_000;
+
+/// An SMTP server that accepts everything and prints how many messages it took when its
+/// standard input closes.
+const SINK: &str = r#"
+import sys
+from aiosmtpd.controller import Controller
+class Count:
+    n = 0
+    async def handle_DATA(self, server, session, envelope):
+        Count.n += 1
+        return '250 OK'
+c = Controller(Count(), hostname='127.0.0.1', port=int(sys.argv[1]))
+c.start()
+print('ready', flush=True)
+sys.stdin.read()
+print(Count.n, flush=True)
+c.stop()
+"#;
+
+struct Sink {
+    child: Child,
+    port: u16,
+}
+
+impl Sink {
+    fn start() -> Sink {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut child = Command::new("python3")
+            .args(["-c", SINK, &port.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3 runs");
+        let mut line = String::new();
+        BufReader::new(child.stdout.as_mut().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(
+            line.trim(),
+            "ready",
+            "aiosmtpd did not start: pip install aiosmtpd"
+        );
+        Sink { child, port }
+    }
+
+    /// Stops the server; returns how many messages it accepted.
+    fn stop(mut self) -> usize {
+        drop(self.child.stdin.take());
+        let mut line = String::new();
+        BufReader::new(self.child.stdout.as_mut().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let _ = self.child.wait();
+        line.trim().parse().unwrap_or(0)
+    }
+}
+
+fn main() {
+    // The signing key for unsubscribe links, set before any thread starts.
+    unsafe { std::env::set_var(kdigest::tokens::SECRET_ENV, "bench-signing-key") };
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(run());
+}
+
+async fn run() {
+    let dir = tempfile::tempdir().unwrap();
+    let sink = Sink::start();
+    let extra = format!(
+        "[email]\nsmtp_host = \"127.0.0.1\"\nsmtp_port = {}\ntls = \"none\"\npool_size = 16\npublic_url = \"https://digest.example.org/\"\n[delivery.email]\nper_sec = 10000.0\nper_destination_per_sec = 10.0\nconcurrency = 16\n",
+        sink.port
+    );
+    let config = common::config(dir.path(), &extra);
+    let (store, digest) = common::fixture(&config).await;
+    let addresses: Vec<Address> = (0..NEWSLETTERS)
+        .map(|i| Address::parse(&format!("email:reader{i}@example.org")).unwrap())
+        .collect();
+    let filter = Filter::default();
+    let rows: Vec<NewSubscriber> = addresses
+        .iter()
+        .enumerate()
+        .map(|(i, a)| NewSubscriber {
+            address: a,
+            filter: &filter,
+            language: if i % 2 == 0 { "zh-CN" } else { "en" },
+            status: &Status::Active,
+            notify_empty: false,
+        })
+        .collect();
+    store.add_subscribers(&rows, Utc::now()).await.unwrap();
+    let renderer = kdigest::render::Renderer::new("en", None).unwrap();
+    let sample = renderer
+        .email(&digest, "https://x/u", "https://x/p")
+        .unwrap();
+    let size = sample.html.len() + sample.text.len();
+
+    let engine =
+        Arc::new(Engine::new(store.clone(), &config, Arc::new(Metrics::default())).unwrap());
+    assert_eq!(engine.plan(&digest).await.unwrap(), NEWSLETTERS as u64);
+    let (_tx, rx) = tokio::sync::watch::channel(false);
+    let start = Instant::now();
+    engine
+        .run(
+            Until::Idle {
+                max_wait: Duration::from_secs(600),
+            },
+            rx,
+        )
+        .await
+        .unwrap();
+    let kdigest_secs = start.elapsed().as_secs_f64();
+    let accepted = sink.stop();
+    let kdigest_rate = accepted as f64 / kdigest_secs;
+    println!(
+        "kdigest: {accepted} newsletters (HTML + text about {} KB each) in {kdigest_secs:.2} s = {kdigest_rate:.0} msg/s (pool of 16 SMTP connections, 16 in flight)",
+        size / 1000
+    );
+    assert_eq!(accepted, NEWSLETTERS, "every newsletter reached the server");
+
+    // rss2email: one feed of 1,000 items whose HTML is the newsletter's, sent to the same
+    // kind of server.
+    if Command::new("r2e").arg("--version").output().is_err() {
+        println!("rss2email: not installed (pip install rss2email); no comparison");
+        return;
+    }
+    let mut atom = String::from(
+        "<?xml version=\"1.0\" encoding=\"utf-8\"?><feed xmlns=\"http://www.w3.org/2005/Atom\"><id>urn:bench</id><title>bench</title><updated>2026-10-28T00:00:00Z</updated>",
+    );
+    let content = kdigest::render::escape_html(&sample.html);
+    for i in 0..NEWSLETTERS {
+        atom.push_str(&format!(
+            "<entry><id>urn:bench:{i}</id><title>Item {i}</title><updated>2026-10-28T00:00:00Z</updated><link href=\"https://example.org/{i}\"/><content type=\"html\">{content}</content></entry>"
+        ));
+    }
+    atom.push_str("</feed>");
+    let app = axum::Router::new().route(
+        "/feed.xml",
+        axum::routing::get(move || {
+            let atom = atom.clone();
+            async move { ([("content-type", "application/atom+xml")], atom) }
+        }),
+    );
+    let feed_base = common::serve(app).await;
+    let sink = Sink::start();
+    let r2e_dir = dir.path().join("r2e");
+    std::fs::create_dir_all(&r2e_dir).unwrap();
+    let cfg = r2e_dir.join("r2e.cfg");
+    let data = r2e_dir.join("r2e.json");
+    let r2e = |args: &[&str]| {
+        let out = Command::new("r2e")
+            .arg("-c")
+            .arg(&cfg)
+            .arg("-d")
+            .arg(&data)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "r2e {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    r2e(&["new", "reader@example.org"]);
+    // Our settings replace the generated ones in [DEFAULT].
+    let settings = [
+        ("from", "bench@example.org".to_string()),
+        ("email-protocol", "smtp".into()),
+        ("smtp-server", format!("127.0.0.1:{}", sink.port)),
+        ("smtp-auth", "False".into()),
+        ("smtp-ssl", "False".into()),
+        ("html-mail", "True".into()),
+    ];
+    let generated = std::fs::read_to_string(&cfg).unwrap();
+    let mut text = String::new();
+    for line in generated.lines() {
+        let key = line.split('=').next().unwrap_or("").trim();
+        if settings.iter().any(|(k, _)| *k == key) {
+            continue;
+        }
+        text.push_str(line);
+        text.push('\n');
+        if line.trim() == "[DEFAULT]" {
+            for (k, v) in &settings {
+                text.push_str(&format!("{k} = {v}\n"));
+            }
+        }
+    }
+    std::fs::write(&cfg, text).unwrap();
+    r2e(&["add", "bench", &format!("{feed_base}/feed.xml")]);
+    let start = Instant::now();
+    r2e(&["run"]);
+    let r2e_secs = start.elapsed().as_secs_f64();
+    let r2e_accepted = sink.stop();
+    let r2e_rate = r2e_accepted as f64 / r2e_secs;
+    println!(
+        "rss2email 3.14: {r2e_accepted} items in {r2e_secs:.2} s = {r2e_rate:.0} msg/s (one SMTP connection per message; fetch and parse included)"
+    );
+    println!("ratio kdigest / rss2email: {:.1}x", kdigest_rate / r2e_rate);
+}
