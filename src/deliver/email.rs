@@ -3,8 +3,9 @@
 //! 8058) and optional mailto, a Message-ID stable per (digest, subscriber), and an optional
 //! DKIM signature over those headers. Also the one-off sign-up confirmation.
 //!
-//! A refused mailbox (550, 551, 553) disables the subscriber as bounced; 4xx answers and relay
-//! problems (connection, TLS, a refused login) are retried and never mark anyone bounced.
+//! A refused mailbox (550, 551, 553) disables the subscriber as bounced; 4xx answers are
+//! retried; relay problems (no connection, TLS, 421, a refused login) pause the channel and
+//! never mark anyone bounced.
 
 use lettre::message::dkim::{
     DkimCanonicalization, DkimCanonicalizationType, DkimConfig, DkimSigningAlgorithm,
@@ -241,22 +242,29 @@ fn recipient(to: &str) -> Result<Mailbox, SendError> {
     })
 }
 
-/// Only a refused mailbox is a bounce. A refused login or sender is the relay's or the
-/// operator's problem: retried, and nobody is marked bounced. Other 5xx refuse this message.
+/// Only a refused mailbox is a bounce. No answer at all (connection refused, TLS failure,
+/// timeout), 421 (service closing) and a refused login are the relay's or the operator's
+/// problem: an outage that pauses the channel, marking nobody. Other 4xx are retried; other
+/// 5xx refuse this message only.
 fn classify(e: &lettre::transport::smtp::Error) -> SendError {
-    let code = e.status().map(|c| c.to_string()).unwrap_or_default();
-    match code.as_str() {
-        "550" | "551" | "553" => SendError::Permanent {
+    let code = e.status().map(|c| c.to_string());
+    match code.as_deref() {
+        Some("550" | "551" | "553") => SendError::Permanent {
             reason: format!("Bounced: {e}"),
         },
-        "530" | "534" | "535" | "538" => SendError::Transient {
-            reason: format!("SMTP relay refused our login: {e}"),
-            retry_after: None,
+        None => SendError::Outage {
+            reason: format!("SMTP relay unreachable: {e}"),
         },
-        c if c.starts_with('5') => SendError::Failed {
+        Some("421") => SendError::Outage {
+            reason: format!("SMTP relay is closing connections: {e}"),
+        },
+        Some("530" | "534" | "535" | "538") => SendError::Outage {
+            reason: format!("SMTP relay refused our login: {e}"),
+        },
+        Some(c) if c.starts_with('5') => SendError::Failed {
             reason: format!("SMTP relay refused the message: {e}"),
         },
-        _ => SendError::Transient {
+        Some(_) => SendError::Transient {
             reason: format!("SMTP relay: {e}"),
             retry_after: None,
         },

@@ -13,6 +13,9 @@ use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
 use super::limits::Limits;
+
+/// How long a channel pauses after an outage (at most `delivery.backoff_max`).
+const OUTAGE_PAUSE: Duration = Duration::from_secs(60);
 use super::webhook::WebhookSender;
 use super::{RenderCache, SendError, Sender, plan};
 use crate::config::{Config, DeliveryConfig, Secret};
@@ -375,6 +378,20 @@ impl Engine {
                     self.metrics.delivery(channel.as_str(), "retry");
                     tracing::info!(message = "Delivery will be retried", subscriber = %subscriber.address, attempts, wait_secs = wait.as_secs(), error = %reason);
                     return self.store.mark_retry(&c.id, attempts, next, &reason).await;
+                }
+                Err(SendError::Outage { reason }) => {
+                    // Nobody's fault but the relay's: no attempt is used, and every delivery
+                    // of the channel waits. Reported once per pause, not once per recipient.
+                    let wait = self.delivery.backoff_max.min(OUTAGE_PAUSE);
+                    if limits.pause_channel(wait) {
+                        tracing::error!(message = "Channel paused: its relay is down or refused our login; deliveries wait, nobody is marked bounced", channel = channel.as_str(), pause_secs = wait.as_secs_f64(), error = %reason);
+                    }
+                    self.metrics.delivery(channel.as_str(), "paused");
+                    let next = Utc::now() + chrono::Duration::from_std(wait).unwrap_or_default();
+                    return self
+                        .store
+                        .mark_retry(&c.id, c.attempts, next, &reason)
+                        .await;
                 }
                 Err(SendError::Permanent { reason }) => {
                     self.metrics.delivery(channel.as_str(), "failed");

@@ -17,6 +17,8 @@ pub struct Limits {
     /// A slower limit for group chats (Telegram: about 20 messages a minute).
     group: Option<DefaultKeyedRateLimiter<String>>,
     paused: Mutex<HashMap<String, Instant>>,
+    /// The whole channel waits until then (an outage of the relay).
+    channel_paused: Mutex<Option<Instant>>,
 }
 
 /// A quota of `per_sec` cells per second, spaced evenly (burst 1): a receiver that counts
@@ -35,11 +37,16 @@ impl Limits {
             destination: RateLimiter::keyed(quota(limits.per_destination_per_sec)),
             group: group_per_minute.map(|per_minute| RateLimiter::keyed(quota(per_minute / 60.0))),
             paused: Mutex::new(HashMap::new()),
+            channel_paused: Mutex::new(None),
         }
     }
 
     /// Waits until this destination may receive the next message.
     pub async fn wait(&self, destination: &str, is_group: bool) {
+        let channel_paused = *self.channel_paused.lock().expect("channel pause lock");
+        if let Some(until) = channel_paused {
+            tokio::time::sleep_until(until).await;
+        }
         let paused_until = self
             .paused
             .lock()
@@ -58,6 +65,20 @@ impl Limits {
     }
 
     /// Holds back one destination (a 429 with retry_after) without touching the others.
+    /// Pauses every destination of the channel; returns false when it was already paused at
+    /// least that long (so the outage is reported once, not once per delivery).
+    pub fn pause_channel(&self, wait: Duration) -> bool {
+        let until = Instant::now() + wait;
+        let mut paused = self.channel_paused.lock().expect("channel pause lock");
+        match *paused {
+            Some(current) if current >= until - Duration::from_secs(1) => false,
+            _ => {
+                *paused = Some(until);
+                true
+            }
+        }
+    }
+
     pub fn pause(&self, destination: &str, wait: Duration) {
         let until = Instant::now() + wait;
         let mut paused = self.paused.lock().expect("pause map lock");

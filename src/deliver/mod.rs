@@ -44,6 +44,11 @@ pub enum SendError {
     /// address and send again.
     #[error("Destination moved to {0}")]
     Moved(Address),
+    /// The channel itself is down (SMTP relay unreachable, our login refused): the whole
+    /// channel pauses, the delivery goes back to the queue without using an attempt, and
+    /// nobody is marked bounced or failed.
+    #[error("{reason}")]
+    Outage { reason: String },
 }
 
 /// The channels that have a sender. Telegram, Discord and email plug in here.

@@ -172,3 +172,84 @@ async fn newsletters_arrive_as_multipart_with_list_headers_and_one_click_unsubsc
         "a forged token changes nothing"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_outage_pauses_email_without_using_attempts_or_bouncing_anyone() {
+    let feeds = spawn_feed_server().await;
+    // A port with nothing listening: the relay is down.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = tempfile::tempdir().unwrap();
+    unsafe { std::env::set_var(kdigest::tokens::SECRET_ENV, "test-signing-key") };
+    let extra = format!(
+        "[email]\nsmtp_host = \"127.0.0.1\"\nsmtp_port = {port}\ntls = \"none\"\n[delivery]\nmax_attempts = 2\nbackoff_base_secs = 0.2\nbackoff_max_secs = 0.5\n"
+    );
+    let config = fixture_config(&format!("{}/feeds", feeds.base), dir.path(), &extra);
+    let store = open_store(&config).await;
+    let digest = kdigest::pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
+        .await
+        .unwrap();
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        let address = Address::parse(&format!("email:reader{i}@example.org")).unwrap();
+        let id = store
+            .add_subscriber(
+                &address,
+                &Filter::default(),
+                "en",
+                &Status::Active,
+                false,
+                Utc::now(),
+            )
+            .await
+            .unwrap()
+            .unwrap();
+        ids.push(id);
+    }
+    let engine =
+        Arc::new(Engine::new(store.clone(), &config, Arc::new(Metrics::default())).unwrap());
+    assert_eq!(engine.plan(&digest).await.unwrap(), 3);
+    // Several pauses of 0.5 s go by while the relay stays down.
+    let (_tx, rx) = tokio::sync::watch::channel(false);
+    let run = engine.run(
+        Until::Idle {
+            max_wait: Duration::from_secs(5),
+        },
+        rx.clone(),
+    );
+    assert!(
+        tokio::time::timeout(Duration::from_secs(3), run)
+            .await
+            .is_err(),
+        "the deliveries wait for the relay"
+    );
+    store.requeue_in_flight().await.unwrap();
+    for id in &ids {
+        let s = store.subscriber(*id).await.unwrap().unwrap();
+        assert_eq!(s.status, Status::Active, "nobody is marked bounced");
+    }
+    let counts = store.delivery_counts(digest.date).await.unwrap();
+    assert_eq!(
+        (counts.pending, counts.sent, counts.failed),
+        (3, 0, 0),
+        "max_attempts = 2 was not used up by the outage"
+    );
+
+    // The relay comes back on the same port: everything goes out.
+    let (_, mails) = crate::smtp::spawn_smtp_on(port);
+    engine
+        .run(
+            Until::Idle {
+                max_wait: Duration::from_secs(5),
+            },
+            rx,
+        )
+        .await
+        .unwrap();
+    assert_eq!(mails.lock().unwrap().len(), 3);
+    let counts = store.delivery_counts(digest.date).await.unwrap();
+    assert_eq!((counts.pending, counts.sent), (0, 3));
+}

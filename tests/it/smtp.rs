@@ -43,9 +43,14 @@ impl Handler for Inbox {
 }
 
 pub fn spawn_smtp() -> (u16, Mails) {
+    spawn_smtp_on(0)
+}
+
+/// The SMTP server on a given port (0: any free one).
+pub fn spawn_smtp_on(port: u16) -> (u16, Mails) {
     let inbox = Inbox::default();
     let mails = inbox.mails.clone();
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let listener = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
     let port = listener.local_addr().unwrap().port();
     let mut server = Server::new(inbox);
     server.with_name("localhost").with_tcp_listener(listener);
