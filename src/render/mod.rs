@@ -42,12 +42,12 @@ const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../../templates/account.html.j2"),
     ),
     (
-        "confirm_email.html.j2",
-        include_str!("../../templates/confirm_email.html.j2"),
+        "link_email.html.j2",
+        include_str!("../../templates/link_email.html.j2"),
     ),
     (
-        "confirm_email.txt.j2",
-        include_str!("../../templates/confirm_email.txt.j2"),
+        "link_email.txt.j2",
+        include_str!("../../templates/link_email.txt.j2"),
     ),
 ];
 
@@ -100,6 +100,24 @@ pub struct Email {
     pub subject: String,
     pub html: String,
     pub text: String,
+}
+
+/// The one-link emails of the sign-up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkEmail {
+    /// The double opt-in confirmation link.
+    Confirm,
+    /// The address already receives the digest: a link to its preferences.
+    AlreadySubscribed,
+}
+
+impl LinkEmail {
+    fn prefix(self) -> &'static str {
+        match self {
+            LinkEmail::Confirm => "confirm_email",
+            LinkEmail::AlreadySubscribed => "known_email",
+        }
+    }
 }
 
 /// What an account page shows: a title, paragraphs, an optional error and an optional form.
@@ -339,20 +357,27 @@ impl Renderer {
         Ok(self.env.get_template("account.html.j2")?.render(ctx)?)
     }
 
-    /// The double opt-in email with its confirmation link.
-    pub fn confirmation_email(&self, confirm_url: &str) -> anyhow::Result<Email> {
+    /// A short email around one link, its texts from the locale keys `<kind>_subject`,
+    /// `_intro`, `_action` and `_ignore`: `confirm_email` (double opt-in) or `known_email`
+    /// (a sign-up for an address that is already subscribed: a preferences link).
+    pub fn link_email(&self, kind: LinkEmail, url: &str) -> anyhow::Result<Email> {
+        let t = &self.locale;
+        let key = |suffix: &str| t.get(&format!("{}_{suffix}", kind.prefix())).to_string();
         let ctx = context! {
-            t => &self.locale,
             lang => &self.language,
-            confirm_url => confirm_url,
+            subject => key("subject"),
+            intro => key("intro"),
+            action => key("action"),
+            note => key("ignore"),
+            url => url,
         };
         let render = |name: &str| -> anyhow::Result<String> {
             Ok(self.env.get_template(name)?.render(&ctx)?)
         };
         Ok(Email {
-            subject: self.locale.get("confirm_email_subject").to_string(),
-            html: render("confirm_email.html.j2")?,
-            text: render("confirm_email.txt.j2")?,
+            subject: key("subject"),
+            html: render("link_email.html.j2")?,
+            text: render("link_email.txt.j2")?,
         })
     }
 

@@ -200,7 +200,7 @@ impl Store {
                 .await?;
                 Signup::Pending(s.id)
             }
-            Some(_) => Signup::AlreadySubscribed,
+            Some(s) => Signup::AlreadySubscribed(s.id),
         };
         tx.commit().await?;
         Ok(outcome)
@@ -234,7 +234,7 @@ pub enum Signup {
     /// Waiting for confirmation; send a confirmation link for this id.
     Pending(i64),
     /// Already receiving the digest (or paused): nothing changed.
-    AlreadySubscribed,
+    AlreadySubscribed(i64),
 }
 
 /// A subscriber to insert.

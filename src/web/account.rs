@@ -2,7 +2,8 @@
 //!
 //! - `/subscribe`: email, layers, threshold, language. POST records a pending subscriber and
 //!   sends a confirmation link (double opt-in). Limited per client IP and per address. The
-//!   answer is the same whether or not the address was already subscribed.
+//!   page answers the same whether or not the address was already subscribed; an address
+//!   that already is gets a link to its preferences instead.
 //! - `/confirm/{token}`: GET shows a button, POST confirms. Link scanners fetch GET links, so
 //!   GET never changes anything. Tokens expire after 48 hours and act only on a pending
 //!   subscriber, so they work once.
@@ -32,7 +33,7 @@ use crate::config::{Config, LANGUAGES, Secret};
 use crate::deliver::SendError;
 use crate::deliver::email::EmailSender;
 use crate::model::{Filter, Score};
-use crate::render::{AccountForm, AccountPage, Choice, Renderer, SettingsForm};
+use crate::render::{AccountForm, AccountPage, Choice, LinkEmail, Renderer, SettingsForm};
 use crate::store::{Signup, Store};
 use crate::subscriber::{Address, Subscriber};
 use crate::tokens::{CONFIRM_TTL_SECS, Purpose, link, verify};
@@ -443,38 +444,34 @@ pub async fn signup(
         .store
         .signup(&address, &filter, &language, now, stale)
         .await;
-    match outcome {
-        Ok(Signup::Pending(id)) => {
-            let url = link(
-                &a.public_url,
-                &a.secret,
-                Purpose::Confirm,
-                id,
-                now.timestamp(),
-            );
-            let email = match a.renderer(&language).confirmation_email(&url) {
-                Ok(email) => email,
-                Err(error) => return failure(error),
-            };
-            match mailer.send_single(&fields.email, email).await {
-                Ok(()) => tracing::info!(message = "Confirmation email sent", subscriber = id),
-                Err(SendError::Permanent { reason }) => {
-                    tracing::info!(message = "Confirmation email refused", subscriber = id, %reason);
-                }
-                Err(error) => {
-                    tracing::error!(message = "Cannot send the confirmation email", subscriber = id, error = %error);
-                    return a.message(
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        &language,
-                        "signup_title",
-                        "signup_unavailable",
-                    );
-                }
-            }
+    // The same answer either way: the page must not tell who is subscribed. The mailbox
+    // learns it: a confirmation link, or a preferences link when already subscribed.
+    let (kind, purpose, id) = match outcome {
+        Ok(Signup::Pending(id)) => (LinkEmail::Confirm, Purpose::Confirm, id),
+        Ok(Signup::AlreadySubscribed(id)) => {
+            (LinkEmail::AlreadySubscribed, Purpose::Preferences, id)
         }
-        // Same answer as a new sign-up: the page must not tell who is subscribed.
-        Ok(Signup::AlreadySubscribed) => {}
         Err(error) => return failure(error),
+    };
+    let url = link(&a.public_url, &a.secret, purpose, id, now.timestamp());
+    let email = match a.renderer(&language).link_email(kind, &url) {
+        Ok(email) => email,
+        Err(error) => return failure(error),
+    };
+    match mailer.send_single(&fields.email, email).await {
+        Ok(()) => tracing::info!(message = "Sign-up email sent", subscriber = id, kind = ?kind),
+        Err(SendError::Permanent { reason }) => {
+            tracing::info!(message = "Sign-up email refused by the relay", subscriber = id, %reason);
+        }
+        Err(error) => {
+            tracing::error!(message = "Cannot send the sign-up email", subscriber = id, error = %error);
+            return a.message(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &language,
+                "signup_title",
+                "signup_unavailable",
+            );
+        }
     }
     a.message(
         StatusCode::OK,

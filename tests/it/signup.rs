@@ -21,7 +21,7 @@ fn email_config(smtp_port: u16, public_url: &str, extra: &str) -> String {
     )
 }
 
-/// The confirmation link in the newest mail to `to`.
+/// The link in the newest mail to `to` (confirmation or preferences).
 fn confirm_link(mails: &Mails, to: &str) -> String {
     let mails = mails.lock().unwrap();
     let (_, mail) = mails
@@ -200,7 +200,8 @@ async fn readers_sign_up_confirm_once_and_change_their_preferences() {
     let again = post(path, "", "192.0.2.3").await.unwrap();
     assert_eq!(again.status(), 404, "a confirmation link works once");
 
-    // Signing up again while active: the same answer, no mail, nothing changes.
+    // Signing up again while active: the same answer, nothing changes, and the mailbox
+    // (not the page) learns it is subscribed: a link to its preferences.
     let repeat = post(
         "subscribe".into(),
         "email=reader@example.org&language=en",
@@ -210,7 +211,12 @@ async fn readers_sign_up_confirm_once_and_change_their_preferences() {
     .unwrap();
     assert_eq!(repeat.status(), 200);
     assert!(repeat.text().await.unwrap().contains("Check your inbox"));
-    assert_eq!(mails_to(&mails, "reader@example.org"), 1);
+    assert_eq!(mails_to(&mails, "reader@example.org"), 2);
+    let known = confirm_link(&mails, "reader@example.org");
+    assert!(
+        known.starts_with(&format!("{base}preferences/{}.", reader.id)),
+        "{known}"
+    );
     assert_eq!(status(reader.id).await, Some(Status::Active));
 
     // Expired and forged confirmation tokens: 404 for GET and POST, the sign-up stays pending.
