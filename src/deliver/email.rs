@@ -242,31 +242,146 @@ fn recipient(to: &str) -> Result<Mailbox, SendError> {
     })
 }
 
-/// Only a refused mailbox is a bounce. No answer at all (connection refused, TLS failure,
-/// timeout), 421 (service closing) and a refused login are the relay's or the operator's
-/// problem: an outage that pauses the channel, marking nobody. Other 4xx are retried; other
-/// 5xx refuse this message only.
+/// Only a refused mailbox is a bounce: 5.1.x (bad address) or 5.2.1 (mailbox disabled), or a
+/// bare 550/551/553 from a relay that gives no enhanced code. The relay refusing *us* is an
+/// outage that pauses the channel and marks nobody: no answer at all (connection refused, TLS
+/// failure, timeout), 421 (closing), a refused login, and 5.7.x policy refusals (relaying
+/// denied, sender not ours). A message lettre cannot send (say, a non-ASCII address to a
+/// relay without SMTPUTF8) fails alone. Other 5xx refuse this message only; 4xx are retried.
 fn classify(e: &lettre::transport::smtp::Error) -> SendError {
     let code = e.status().map(|c| c.to_string());
-    match code.as_deref() {
-        Some("550" | "551" | "553") => SendError::Permanent {
-            reason: format!("Bounced: {e}"),
+    classify_parts(
+        code.as_deref(),
+        e.is_client() || e.is_response(),
+        &e.to_string(),
+    )
+}
+
+fn classify_parts(code: Option<&str>, client_side: bool, text: &str) -> SendError {
+    if client_side {
+        return SendError::Failed {
+            reason: format!("This email cannot be sent: {text}"),
+        };
+    }
+    let Some(code) = code else {
+        return SendError::Outage {
+            reason: format!("SMTP relay unreachable: {text}"),
+        };
+    };
+    let enhanced = enhanced_status(text);
+    let permanent = code.starts_with('5');
+    match (code, enhanced.map(|(_, subject, _)| subject)) {
+        ("421", _) => SendError::Outage {
+            reason: format!("SMTP relay is closing connections: {text}"),
         },
-        None => SendError::Outage {
-            reason: format!("SMTP relay unreachable: {e}"),
+        ("530" | "534" | "535" | "538", _) => SendError::Outage {
+            reason: format!(
+                "SMTP relay refused our login (check email.username and the password): {text}"
+            ),
         },
-        Some("421") => SendError::Outage {
-            reason: format!("SMTP relay is closing connections: {e}"),
+        (_, Some(7)) if permanent => SendError::Outage {
+            reason: format!(
+                "SMTP relay refused us by policy (check email.from and the relay's sending rules): {text}"
+            ),
         },
-        Some("530" | "534" | "535" | "538") => SendError::Outage {
-            reason: format!("SMTP relay refused our login: {e}"),
+        ("550" | "551" | "553", None | Some(1)) => SendError::Permanent {
+            reason: format!("Bounced: {text}"),
         },
-        Some(c) if c.starts_with('5') => SendError::Failed {
-            reason: format!("SMTP relay refused the message: {e}"),
+        _ if permanent && enhanced == Some((5, 2, 1)) => SendError::Permanent {
+            reason: format!("Bounced: {text}"),
         },
-        Some(_) => SendError::Transient {
-            reason: format!("SMTP relay: {e}"),
+        _ if permanent => SendError::Failed {
+            reason: format!("SMTP relay refused the message: {text}"),
+        },
+        _ => SendError::Transient {
+            reason: format!("SMTP relay: {text}"),
             retry_after: None,
         },
+    }
+}
+
+/// The first RFC 3463 enhanced status code in a reply (`5.1.1` -> (5, 1, 1)).
+fn enhanced_status(text: &str) -> Option<(u8, u16, u16)> {
+    text.split(|c: char| c.is_whitespace() || c == ':' || c == '(' || c == ')')
+        .find_map(|word| {
+            let mut parts = word.split('.');
+            let class: u8 = parts.next()?.parse().ok()?;
+            let subject: u16 = parts.next()?.parse().ok()?;
+            let detail: u16 = parts.next()?.parse().ok()?;
+            let valid = matches!(class, 2 | 4 | 5) && parts.next().is_none();
+            valid.then_some((class, subject, detail))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kind(code: Option<&str>, text: &str) -> &'static str {
+        match classify_parts(code, false, text) {
+            SendError::Permanent { .. } => "bounce",
+            SendError::Outage { .. } => "outage",
+            SendError::Failed { .. } => "failed",
+            SendError::Transient { .. } => "retry",
+            SendError::Moved(_) => "moved",
+        }
+    }
+
+    #[test]
+    fn only_refused_mailboxes_bounce_and_relay_refusals_pause() {
+        assert_eq!(
+            kind(Some("550"), "permanent error (550): 5.1.1 No such user"),
+            "bounce"
+        );
+        assert_eq!(
+            kind(Some("550"), "permanent error (550): mailbox unavailable"),
+            "bounce"
+        );
+        assert_eq!(
+            kind(Some("550"), "permanent error (550): 5.2.1 Mailbox disabled"),
+            "bounce"
+        );
+        assert_eq!(
+            kind(Some("550"), "permanent error (550): 5.7.54 Unable to relay"),
+            "outage"
+        );
+        assert_eq!(
+            kind(
+                Some("553"),
+                "permanent error (553): 5.7.1 Sender address rejected: not owned by user"
+            ),
+            "outage"
+        );
+        assert_eq!(
+            kind(
+                Some("554"),
+                "permanent error (554): 5.7.1 Relay access denied"
+            ),
+            "outage"
+        );
+        assert_eq!(
+            kind(
+                Some("535"),
+                "permanent error (535): 5.7.8 Authentication failed"
+            ),
+            "outage"
+        );
+        assert_eq!(
+            kind(Some("421"), "transient error (421): closing"),
+            "outage"
+        );
+        assert_eq!(kind(None, "Connection error: refused"), "outage");
+        assert_eq!(
+            kind(Some("552"), "permanent error (552): 5.3.4 Message too big"),
+            "failed"
+        );
+        assert_eq!(
+            kind(Some("451"), "transient error (451): 4.7.1 Greylisted"),
+            "retry"
+        );
+        assert!(matches!(
+            classify_parts(None, true, "internal client error: SMTPUTF8"),
+            SendError::Failed { .. }
+        ));
     }
 }

@@ -187,6 +187,16 @@ impl Engine {
             if *shutdown.borrow() {
                 break;
             }
+            // A one-off run does not wait out an outage: the deliveries stay queued for the
+            // next run (the daemon keeps retrying after each pause).
+            if matches!(until, Until::Idle { .. }) && self.limits[&channel].channel_paused() {
+                tracing::warn!(
+                    message =
+                        "Channel paused by an outage; its deliveries stay queued for the next run",
+                    channel = channel.as_str()
+                );
+                break;
+            }
             while in_flight.try_join_next().is_some() {}
             let free = slots.available_permits();
             if free == 0 {

@@ -64,21 +64,26 @@ impl Limits {
         self.channel.until_ready().await;
     }
 
-    /// Holds back one destination (a 429 with retry_after) without touching the others.
-    /// Pauses every destination of the channel; returns false when it was already paused at
-    /// least that long (so the outage is reported once, not once per delivery).
+    /// Pauses every destination of the channel; returns false when it is paused already
+    /// (so the outage is reported once per pause, not once per delivery).
     pub fn pause_channel(&self, wait: Duration) -> bool {
-        let until = Instant::now() + wait;
+        let now = Instant::now();
         let mut paused = self.channel_paused.lock().expect("channel pause lock");
         match *paused {
-            Some(current) if current >= until - Duration::from_secs(1) => false,
+            Some(until) if until > now => false,
             _ => {
-                *paused = Some(until);
+                *paused = Some(now + wait);
                 true
             }
         }
     }
 
+    pub fn channel_paused(&self) -> bool {
+        let paused = *self.channel_paused.lock().expect("channel pause lock");
+        paused.is_some_and(|until| until > Instant::now())
+    }
+
+    /// Holds back one destination (a 429 with retry_after) without touching the others.
     pub fn pause(&self, destination: &str, wait: Duration) {
         let until = Instant::now() + wait;
         let mut paused = self.paused.lock().expect("pause map lock");
