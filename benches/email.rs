@@ -81,7 +81,12 @@ impl Sink {
 
 fn main() {
     // The signing key for unsubscribe links, set before any thread starts.
-    unsafe { std::env::set_var(kdigest::tokens::SECRET_ENV, "bench-signing-key") };
+    unsafe {
+        std::env::set_var(
+            kdigest::tokens::SECRET_ENV,
+            "bench-signing-key-0123456789abcdef",
+        )
+    };
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

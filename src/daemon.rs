@@ -198,8 +198,8 @@ async fn run_forever(
             }
         });
     }
-    let account = match Secret::from_env(crate::tokens::SECRET_ENV, "") {
-        Ok(secret) => {
+    let account = match crate::tokens::secret_from_env()? {
+        Some(secret) => {
             // Without a working mailer sign-up answers 503; unsubscribe links still work.
             let mailer = match crate::deliver::email::EmailSender::new(
                 &config.email,
@@ -218,12 +218,12 @@ async fn run_forever(
                 mailer,
             )?))
         }
-        Err(_) => None,
+        None => None,
     };
     let blog = Arc::new(crate::web::blog::Blog::new(
         store.clone(),
         Arc::new(config.clone()),
-        account.is_some(),
+        account.as_ref().is_some_and(|a| a.accepts_signups()),
     )?);
     let services = crate::web::Services {
         telegram: webhook_bot,
@@ -232,6 +232,18 @@ async fn run_forever(
         blog: Some(blog.clone()),
     };
     let router = crate::web::router(metrics.clone(), services);
+    let flusher = {
+        let blog = blog.clone();
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(crate::web::pages::FLUSH_EVERY);
+            loop {
+                every.tick().await;
+                if let Err(error) = blog.flush_reads().await {
+                    tracing::warn!(message = "Cannot store page views; they stay counted in memory", error = %format!("{error:#}"));
+                }
+            }
+        })
+    };
     let web = tokio::spawn(crate::web::serve(listener, router, async move {
         let _ = web_shutdown.wait_for(|stop| *stop).await;
     }));
@@ -267,6 +279,7 @@ async fn run_forever(
     tracing::info!(message = "Shutting down: in-flight deliveries finish, nothing new is claimed");
     workers.await??;
     web.await??;
+    flusher.abort();
     if let Err(error) = blog.flush_reads().await {
         tracing::warn!(message = "Page views of the last seconds were not stored", error = %format!("{error:#}"));
     }

@@ -40,6 +40,28 @@ impl Channel {
     }
 }
 
+/// A bare address (`name@example.org`, no display name, comment or angle brackets), ASCII
+/// only, with its domain lower-cased, so one mailbox is one subscriber whatever the case of
+/// its domain.
+fn normalize_email(target: &str) -> Result<String, String> {
+    let invalid = || format!("\"{target}\" is not an email address; expected name@example.org");
+    if !target.is_ascii() {
+        return Err(format!(
+            "\"{target}\" has non-ASCII characters; use the ASCII form of the address (the domain in punycode, xn--...)"
+        ));
+    }
+    let parsed: lettre::Address = target.parse().map_err(|_| invalid())?;
+    let domain = parsed.domain().to_ascii_lowercase();
+    let well_formed = domain.contains('.')
+        && !domain.starts_with('.')
+        && !domain.ends_with('.')
+        && target.len() <= 254;
+    if !well_formed {
+        return Err(invalid());
+    }
+    Ok(format!("{}@{domain}", parsed.user()))
+}
+
 /// Where one subscriber receives the digest.
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub enum Address {
@@ -88,17 +110,7 @@ impl Address {
                 .filter(|id| (17..=20).contains(&target.len()) && *id > 0)
                 .map(Address::DiscordChannel)
                 .ok_or_else(|| format!("\"{target}\" is not a Discord channel id (17-20 digits) or webhook URL")),
-            "email" => {
-                let valid = target.split_once('@').is_some_and(|(local, domain)| {
-                    !local.is_empty() && domain.contains('.') && !domain.starts_with('.') && !domain.ends_with('.')
-                }) && !target.contains(char::is_whitespace)
-                    && target.matches('@').count() == 1;
-                if valid {
-                    Ok(Address::Email(target.to_string()))
-                } else {
-                    Err(format!("\"{target}\" is not an email address; expected name@example.org"))
-                }
-            }
+            "email" => normalize_email(target).map(Address::Email),
             "webhook" => {
                 let url = url::Url::parse(target).map_err(|e| format!("\"{target}\" is not a URL ({e})"))?;
                 if matches!(url.scheme(), "http" | "https") && url.host_str().is_some() {
@@ -260,6 +272,24 @@ mod tests {
             Address::parse("email:alice")
                 .unwrap_err()
                 .contains("name@example.org")
+        );
+        // Display names, comments and brackets would make one mailbox many subscribers.
+        for bad in [
+            "x<victim@evil.org>",
+            "<victim@evil.org>",
+            "victim@(c)evil.org",
+            "a b@x.org",
+        ] {
+            assert!(Address::parse(&format!("email:{bad}")).is_err(), "{bad}");
+        }
+        assert_eq!(
+            Address::parse("email:Alice@Example.ORG").unwrap(),
+            Address::Email("Alice@example.org".into())
+        );
+        assert!(
+            Address::parse("email:名@example.org")
+                .unwrap_err()
+                .contains("non-ASCII")
         );
         assert!(
             Address::parse("alice@example.org")

@@ -14,6 +14,24 @@ use crate::parse::hex;
 
 pub const SECRET_ENV: &str = "KDIGEST_SECRET";
 
+/// Shorter keys could be guessed offline from one signed link.
+pub const SECRET_MIN_CHARS: usize = 32;
+
+/// The signing key from KDIGEST_SECRET: Ok(None) when unset, an error naming the fix (never
+/// the value) when it is too short.
+pub fn secret_from_env() -> anyhow::Result<Option<Secret>> {
+    let Ok(secret) = Secret::from_env(SECRET_ENV, "") else {
+        return Ok(None);
+    };
+    let n = secret.expose().chars().count();
+    if n < SECRET_MIN_CHARS {
+        anyhow::bail!(
+            "{SECRET_ENV} is too short ({n} characters); use at least {SECRET_MIN_CHARS}, for example the output of `openssl rand -hex 32`"
+        );
+    }
+    Ok(Some(secret))
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Purpose {
     /// Double opt-in: expires after [`CONFIRM_TTL_SECS`].

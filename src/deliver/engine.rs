@@ -77,11 +77,8 @@ impl Engine {
             ),
         }
         // Email needs a relay and the key that signs unsubscribe links.
-        match Secret::from_env(
-            crate::tokens::SECRET_ENV,
-            "the key that signs unsubscribe links",
-        ) {
-            Ok(secret) => match crate::deliver::email::EmailSender::new(&config.email, secret) {
+        match crate::tokens::secret_from_env()? {
+            Some(secret) => match crate::deliver::email::EmailSender::new(&config.email, secret) {
                 Ok(sender) => {
                     senders.insert(Channel::Email, Sender::Email(Box::new(sender)));
                 }
@@ -89,7 +86,7 @@ impl Engine {
                     tracing::warn!(message = "Email delivery is off", error = %format!("{error:#}"))
                 }
             },
-            Err(_) => tracing::info!(
+            None => tracing::info!(
                 message =
                     "No signing key for unsubscribe links; email subscribers are not delivered to",
                 variable = crate::tokens::SECRET_ENV

@@ -144,7 +144,8 @@ pub struct AccountForm {
 #[derive(Debug, Default, Serialize)]
 pub struct SettingsForm {
     pub layers: Vec<Choice>,
-    pub min_score: u32,
+    /// The threshold as shown: "60" or "72.5".
+    pub min_score: String,
     pub languages: Vec<Choice>,
 }
 
@@ -282,8 +283,9 @@ impl Renderer {
     }
 
     /// The blog page of one digest, with a link home and its read count.
-    pub fn page(&self, digest: &Digest, reads: i64) -> anyhow::Result<String> {
-        let reads = self.locale.fill("reads", &[("n", &reads.to_string())]);
+    /// `reads` is the count as text (the blog renders a stand-in and caches the page).
+    pub fn page(&self, digest: &Digest, reads: &str) -> anyhow::Result<String> {
+        let reads = self.locale.fill("reads", &[("n", reads)]);
         let ctx = context! { back_url => "/", reads => reads, ..self.context(digest) };
         Ok(self.env.get_template("digest.html.j2")?.render(ctx)?)
     }

@@ -90,6 +90,11 @@ impl Account {
         })
     }
 
+    /// Sign-up can send its emails (the home page links to the form only then).
+    pub fn accepts_signups(&self) -> bool {
+        self.mailer.is_some()
+    }
+
     fn renderer(&self, language: &str) -> &Renderer {
         self.renderers
             .get(language)
@@ -153,7 +158,10 @@ impl Account {
                     href: String::new(),
                 })
                 .collect(),
-            min_score: (f64::from(filter.min_score.tenths()) / 10.0).round() as u32,
+            min_score: match filter.min_score.tenths() {
+                t if t % 10 == 0 => (t / 10).to_string(),
+                t => format!("{}.{}", t / 10, t % 10),
+            },
             languages: self
                 .renderers
                 .iter()
@@ -248,19 +256,32 @@ impl Account {
 
     /// The client's address: the socket peer, or behind a trusted reverse proxy the last
     /// X-Forwarded-For entry (the one the proxy added; earlier ones are client-supplied).
+    /// When that entry does not parse, the peer: never an earlier, client-chosen entry.
     fn client_ip(&self, peer: SocketAddr, headers: &HeaderMap) -> IpAddr {
-        if self.trust_forwarded_for
-            && let Some(ip) = headers
-                .get_all("x-forwarded-for")
-                .iter()
-                .filter_map(|v| v.to_str().ok())
-                .flat_map(|v| v.split(','))
-                .filter_map(|v| v.trim().parse::<IpAddr>().ok())
-                .next_back()
-        {
-            return ip;
+        if !self.trust_forwarded_for {
+            return peer.ip();
         }
-        peer.ip()
+        headers
+            .get_all("x-forwarded-for")
+            .iter()
+            .next_back()
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.rsplit(',').next())
+            .and_then(|v| v.trim().parse::<IpAddr>().ok())
+            .unwrap_or(peer.ip())
+    }
+}
+
+/// The rate-limit key of a client: its IPv4 address, or the /64 of an IPv6 address (one
+/// host usually has a whole /64 to rotate through).
+fn client_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => {
+            let mut octets = v6.octets();
+            octets[8..].fill(0);
+            IpAddr::V6(octets.into())
+        }
     }
 }
 
@@ -321,10 +342,9 @@ fn parse_settings(
     let min_score = match fields.min_score.as_deref() {
         None | Some("") => default.min_score,
         Some(s) => s
-            .parse::<u16>()
+            .parse::<f64>()
             .ok()
-            .filter(|n| *n <= 100)
-            .map(|n| Score::from_tenths(n * 10))
+            .and_then(Score::parse_threshold)
             .ok_or(("signup_bad_score", s.to_string()))?,
     };
     let language = match fields.language.as_deref() {
@@ -387,7 +407,13 @@ pub async fn signup(
         .clone()
         .filter(|l| LANGUAGES.contains(&l.as_str()))
         .unwrap_or_else(|| page_language(None, &headers, &a.default_language));
-    if a.per_ip.check_key(&a.client_ip(peer, &headers)).is_err() {
+    // Forget clients whose limits have refilled, so rotating addresses cannot grow memory.
+    a.per_ip.retain_recent();
+    a.per_address.retain_recent();
+    if a.per_ip
+        .check_key(&client_key(a.client_ip(peer, &headers)))
+        .is_err()
+    {
         return a.message(
             StatusCode::TOO_MANY_REQUESTS,
             &language,
@@ -412,17 +438,15 @@ pub async fn signup(
             return invalid(error, &a.default_filter);
         }
     };
-    let address = match Address::parse(&format!("email:{}", fields.email)) {
-        Ok(address) if fields.email.len() <= 254 => address,
+    // The normalised address: one mailbox is one key and one subscriber.
+    let (address, mailbox) = match Address::parse(&format!("email:{}", fields.email)) {
+        Ok(Address::Email(mailbox)) => (Address::Email(mailbox.clone()), mailbox),
         _ => {
             let error = t.fill("signup_bad_email", &[("email", &fields.email)]);
             return invalid(error, &filter);
         }
     };
-    if a.per_address
-        .check_key(&fields.email.to_lowercase())
-        .is_err()
-    {
+    if a.per_address.check_key(&mailbox.to_lowercase()).is_err() {
         return a.message(
             StatusCode::TOO_MANY_REQUESTS,
             &language,
@@ -458,7 +482,7 @@ pub async fn signup(
         Ok(email) => email,
         Err(error) => return failure(error),
     };
-    match mailer.send_single(&fields.email, email).await {
+    match mailer.send_single(&mailbox, email).await {
         Ok(()) => tracing::info!(message = "Sign-up email sent", subscriber = id, kind = ?kind),
         Err(SendError::Permanent { reason }) => {
             tracing::info!(message = "Sign-up email refused by the relay", subscriber = id, %reason);
@@ -524,6 +548,13 @@ pub async fn confirm(State(a): State<Arc<Account>>, Path(token): Path<String>) -
                 "confirm_done",
             )
         }
+        // Pressed twice, or opened again: say so, change nothing.
+        Ok(false) if subscriber.status == crate::subscriber::Status::Active => a.message(
+            StatusCode::OK,
+            &subscriber.language,
+            "confirm_title",
+            "confirm_already",
+        ),
         Ok(false) => a.not_found(&subscriber.language),
         Err(error) => failure(error),
     }
@@ -655,8 +686,21 @@ mod tests {
         let bad = |body: &[u8]| parse_settings(&parse_fields(body), &known, &default).unwrap_err();
         assert_eq!(bad(b"layers=gpu").0, "signup_bad_layer");
         assert_eq!(bad(b"min_score=101").0, "signup_bad_score");
-        assert_eq!(bad(b"min_score=7.5").0, "signup_bad_score");
+        assert_eq!(bad(b"min_score=abc").0, "signup_bad_score");
+        let half = parse_settings(&parse_fields(b"min_score=7.5"), &known, &default).unwrap();
+        assert_eq!(half.0.min_score, Score::from_tenths(75));
         assert_eq!(bad(b"language=fr").0, "signup_bad_language");
+    }
+
+    #[test]
+    fn clients_are_keyed_by_ipv4_address_or_ipv6_64() {
+        let a: IpAddr = "2001:db8:1:2:aaaa::1".parse().unwrap();
+        let b: IpAddr = "2001:db8:1:2:bbbb::9".parse().unwrap();
+        let c: IpAddr = "2001:db8:1:3::1".parse().unwrap();
+        assert_eq!(client_key(a), client_key(b));
+        assert_ne!(client_key(a), client_key(c));
+        let v4: IpAddr = "192.0.2.7".parse().unwrap();
+        assert_eq!(client_key(v4), v4);
     }
 
     #[test]

@@ -29,6 +29,8 @@ pub struct Blog {
     pub renderer: Renderer,
     pages: PageCache,
     reads: Arc<ReadCounter>,
+    /// Stands in for the read count in cached pages.
+    marker: String,
     /// Sign-up is served: the home page links to it.
     pub signup: bool,
 }
@@ -46,12 +48,25 @@ impl Blog {
             signup,
             pages: PageCache::default(),
             reads: Arc::default(),
+            marker: count_marker(),
         })
     }
 }
 
+/// 24 digits from the clock and the process id, hashed: unknown to anything a page shows.
+fn count_marker() -> String {
+    use sha2::{Digest as _, Sha256};
+    let seed = format!("{:?}/{}", std::time::SystemTime::now(), std::process::id());
+    let hash = Sha256::digest(seed.as_bytes());
+    hash.iter()
+        .take(12)
+        .map(|b| format!("{:02}", b % 100))
+        .collect()
+}
+
 impl Blog {
-    /// Writes the page views counted in memory; the daemon calls it when it stops.
+    /// Writes the page views counted in memory; the daemon calls it on a timer and when it
+    /// stops.
     pub async fn flush_reads(&self) -> anyhow::Result<()> {
         self.reads.flush(&self.store).await
     }
@@ -83,10 +98,16 @@ pub async fn home(State(blog): State<Arc<Blog>>, Query(q): Query<PageQuery>) -> 
     let page = q.page.unwrap_or(1).max(1);
     let result = async {
         let total = blog.store.digest_count().await?;
-        let digests = blog
+        let mut digests = blog
             .store
             .digests_page((page - 1) * PAGE_SIZE, PAGE_SIZE)
             .await?;
+        // Views not written yet count too, as on the digest pages.
+        for (d, reads) in &mut digests {
+            if let Some(shown) = blog.reads.shown(d.date) {
+                *reads = shown;
+            }
+        }
         let newer = (page > 1).then_some(page - 1);
         let older = (page * PAGE_SIZE < total).then_some(page + 1);
         blog.renderer.home(&digests, newer, older, blog.signup)
@@ -111,8 +132,29 @@ pub async fn digest_page(
     let Ok(date) = NaiveDate::parse_from_str(&date, "%Y-%m-%d") else {
         return StatusCode::NOT_FOUND.into_response();
     };
-    // The filter as a cache key: what the query asked for, normalised by the parse below.
-    let key = format!("{:?}|{:?}", q.layers, q.min_score);
+    // The filtered view asked for, normalised: unknown layers dropped, a threshold outside
+    // 0-100 read as 0. It is also the cache key, so equivalent queries share one render.
+    let view = (q.layers.is_some() || q.min_score.is_some()).then(|| {
+        let valid = blog.config.layer_names();
+        let layers: BTreeSet<String> = q
+            .layers
+            .as_deref()
+            .unwrap_or("")
+            .split(',')
+            .map(str::trim)
+            .filter(|l| valid.contains(l))
+            .map(str::to_string)
+            .collect();
+        let min_score = q
+            .min_score
+            .and_then(Score::parse_threshold)
+            .unwrap_or_default();
+        Filter { layers, min_score }
+    });
+    let key = view.as_ref().map_or_else(String::new, |f| {
+        let layers: Vec<&str> = f.layers.iter().map(String::as_str).collect();
+        format!("{}|{}", layers.join(","), f.min_score.tenths())
+    });
     let result = async {
         // Count first: an unknown date is a 404 before any rendering.
         let Some(reads) = blog.reads.record(&blog.store, date).await? else {
@@ -124,31 +166,14 @@ pub async fn digest_page(
         let Some(mut digest) = blog.store.load_digest(date).await? else {
             return Ok(None);
         };
-        if q.layers.is_some() || q.min_score.is_some() {
-            let valid = blog.config.layer_names();
-            let layers: BTreeSet<String> = q
-                .layers
-                .as_deref()
-                .unwrap_or("")
-                .split(',')
-                .map(str::trim)
-                .filter(|l| valid.contains(l))
-                .map(str::to_string)
-                .collect();
-            let min_score = q
-                .min_score
-                .and_then(Score::parse_threshold)
-                .unwrap_or_default();
-            digest = filter(
-                &digest,
-                &Filter { layers, min_score },
-                blog.renderer.locale(),
-            );
+        if let Some(f) = &view {
+            digest = filter(&digest, f, blog.renderer.locale());
         }
-        // Rendered once with a stand-in for the count, which no digest text contains.
+        // Rendered once with a stand-in for the count: digits drawn at start, so no feed or
+        // LLM text can know them.
         let page = Arc::new(CachedPage::new(
-            blog.renderer.page(&digest, i64::MIN)?,
-            &i64::MIN.to_string(),
+            blog.renderer.page(&digest, &blog.marker)?,
+            &blog.marker,
         ));
         blog.pages.put(date, &key, page.clone());
         Ok(Some(page.with_reads(reads)))

@@ -5,10 +5,11 @@
 //! read count, so serving it is two string copies and a number. A digest stored again (a
 //! re-run) shows after at most [`PAGE_TTL`].
 //!
-//! Views are added to the database at most every [`FLUSH_EVERY`] (one UPDATE per digest, not
-//! one per view) and when the daemon stops. The count shown is the stored count plus the
-//! views not yet written, so readers see every view at once; a crash loses at most the views
-//! of the last [`FLUSH_EVERY`].
+//! Views are added to the database every [`FLUSH_EVERY`] (one UPDATE per digest, not one per
+//! view: the daemon runs a flush timer, and a view starts a flush when the last one is that
+//! old) and when the daemon stops. The count shown is the stored count plus the views not
+//! yet written, so readers see every view at once; a crash loses at most the views of the
+//! last [`FLUSH_EVERY`]. A failed write keeps the views pending for the next flush.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -182,20 +183,33 @@ impl ReadCounter {
                 })
                 .collect()
         };
+        let mut result = Ok(());
         for (date, n) in batch {
-            let result = store.add_reads(date, n).await;
+            // After a failed write the rest of the batch is not tried: it goes back to
+            // pending with the failed date, for the next flush.
+            let written = match result {
+                Ok(()) => store.add_reads(date, n).await,
+                Err(_) => Err(anyhow::anyhow!("not tried after an earlier failure")),
+            };
             let mut counts = self.counts.lock().expect("read counter lock");
             let c = counts.entry(date).or_default();
             c.in_flight -= n;
-            match result {
+            match written {
                 Ok(stored) => c.stored = stored.unwrap_or(c.stored),
-                // Not written: back to pending, for the next flush.
                 Err(error) => {
                     c.pending += n;
-                    return Err(error);
+                    if result.is_ok() {
+                        result = Err(error);
+                    }
                 }
             }
         }
-        Ok(())
+        result
+    }
+
+    /// The count shown for a date, when it has been viewed since the start.
+    pub fn shown(&self, date: NaiveDate) -> Option<i64> {
+        let counts = self.counts.lock().expect("read counter lock");
+        counts.get(&date).map(|c| c.shown())
     }
 }

@@ -286,7 +286,7 @@ fn target_dir() -> PathBuf {
 fn start_daemon(config: &Path, port: u16) -> Process {
     let daemon = Process(
         kdigest(config, &["run"])
-            .env("KDIGEST_SECRET", "browser-test-key")
+            .env("KDIGEST_SECRET", "browser-test-key-0123456789abcdef")
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()
@@ -321,7 +321,7 @@ async fn wait_for_mail(mails: &Mails, to: &str, count: usize) -> String {
 
 fn run_once(config: &Path) {
     let out = kdigest(config, &["run", "--once", "--date", "2026-10-28"])
-        .env("KDIGEST_SECRET", "browser-test-key")
+        .env("KDIGEST_SECRET", "browser-test-key-0123456789abcdef")
         .output()
         .unwrap();
     assert!(

@@ -156,3 +156,21 @@ fn bad_arguments_exit_2_with_the_right_form() {
     );
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }
+
+#[test]
+fn a_short_signing_key_is_refused_naming_the_fix_not_the_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = file_config(dir.path());
+    let out = helpers::kdigest(&config, &["run", "--once", "--date", "2026-10-28"])
+        .env("KDIGEST_SECRET", "hunter2-short")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("KDIGEST_SECRET is too short (13 characters)")
+            && err.contains("openssl rand -hex 32"),
+        "{err}"
+    );
+    assert!(!err.contains("hunter2"), "the key never appears: {err}");
+}

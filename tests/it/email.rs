@@ -20,7 +20,12 @@ async fn newsletters_arrive_as_multipart_with_list_headers_and_one_click_unsubsc
     let web = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let web_base = format!("http://{}/", web.local_addr().unwrap());
     let dir = tempfile::tempdir().unwrap();
-    unsafe { std::env::set_var(kdigest::tokens::SECRET_ENV, "test-signing-key") };
+    unsafe {
+        std::env::set_var(
+            kdigest::tokens::SECRET_ENV,
+            "test-signing-key-0123456789abcdef",
+        )
+    };
     let extra = format!(
         "[email]\nsmtp_host = \"127.0.0.1\"\nsmtp_port = {smtp_port}\ntls = \"none\"\nfrom = \"kdigest <digest@example.org>\"\nreply_to = \"editors@example.org\"\nlist_id = \"digest.example.org\"\npublic_url = \"{web_base}\"\nunsubscribe_mailto = \"unsubscribe@example.org\"\n[delivery]\nmax_attempts = 2\nbackoff_base_secs = 0.2\n"
     );
@@ -125,7 +130,7 @@ async fn newsletters_arrive_as_multipart_with_list_headers_and_one_click_unsubsc
     );
 
     // The link: GET changes nothing, the one-click POST unsubscribes, twice is fine, forged is 404.
-    let secret = kdigest::config::Secret::new("test-signing-key");
+    let secret = kdigest::config::Secret::new("test-signing-key-0123456789abcdef");
     serve_account(web, &store, &config, secret, None);
     let client = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
@@ -183,7 +188,12 @@ async fn a_relay_outage_pauses_email_without_using_attempts_or_bouncing_anyone()
         .unwrap()
         .port();
     let dir = tempfile::tempdir().unwrap();
-    unsafe { std::env::set_var(kdigest::tokens::SECRET_ENV, "test-signing-key") };
+    unsafe {
+        std::env::set_var(
+            kdigest::tokens::SECRET_ENV,
+            "test-signing-key-0123456789abcdef",
+        )
+    };
     let extra = format!(
         "[email]\nsmtp_host = \"127.0.0.1\"\nsmtp_port = {port}\ntls = \"none\"\n[delivery]\nmax_attempts = 2\nbackoff_base_secs = 0.2\nbackoff_max_secs = 0.5\n"
     );
