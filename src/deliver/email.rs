@@ -3,9 +3,10 @@
 //! 8058) and optional mailto, a Message-ID stable per (digest, subscriber), and an optional
 //! DKIM signature over those headers. Also the one-off sign-up confirmation.
 //!
-//! A refused mailbox (550, 551, 553) disables the subscriber as bounced; 4xx answers are
-//! retried; relay problems (no connection, TLS, 421, a refused login) pause the channel and
-//! never mark anyone bounced.
+//! A refused mailbox (5.1.x, 5.2.1, or a bare 550/551/553) disables the subscriber as
+//! bounced; 4xx answers are retried; the relay refusing us (no connection, TLS, 421, a
+//! refused login, a 5.7.x policy refusal) pauses the channel and marks nobody. See
+//! [`classify`].
 
 use lettre::message::dkim::{
     DkimCanonicalization, DkimCanonicalizationType, DkimConfig, DkimSigningAlgorithm,

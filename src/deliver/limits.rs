@@ -1,5 +1,6 @@
 //! Rate limits per channel and per destination (governor), plus per-destination pauses
-//! after a 429 so one rate-limited chat or host never slows the others.
+//! after a 429 so one rate-limited chat or host never slows the others, and a whole-channel
+//! pause while its relay is down (an outage).
 
 use std::collections::HashMap;
 use std::num::NonZeroU32;
