@@ -136,6 +136,27 @@ impl Account {
         )
     }
 
+    /// A page whose one button POSTs to `action`: what a GET of a link in an email shows, so
+    /// that fetching the link changes nothing. `keys`: title, text and button.
+    fn button_page(&self, language: &str, keys: [&str; 3], action: String) -> Response {
+        let t = self.renderer(language).locale();
+        let [title, text, button] = keys.map(|k| t.get(k).to_string());
+        self.page(
+            StatusCode::OK,
+            language,
+            &AccountPage {
+                title,
+                paragraphs: vec![text],
+                form: Some(AccountForm {
+                    action,
+                    button,
+                    ..AccountForm::default()
+                }),
+                ..AccountPage::default()
+            },
+        )
+    }
+
     fn not_found(&self, language: &str) -> Response {
         self.message(
             StatusCode::NOT_FOUND,
@@ -507,23 +528,11 @@ pub async fn signup(
 
 pub async fn confirm_form(State(a): State<Arc<Account>>, Path(token): Path<String>) -> Response {
     match a.subscriber(Purpose::Confirm, &token).await {
-        Ok(Some(s)) if s.status == crate::subscriber::Status::Pending => {
-            let t = a.renderer(&s.language).locale();
-            a.page(
-                StatusCode::OK,
-                &s.language,
-                &AccountPage {
-                    title: t.get("confirm_title").to_string(),
-                    paragraphs: vec![t.get("confirm_lead").to_string()],
-                    form: Some(AccountForm {
-                        action: format!("/confirm/{token}"),
-                        button: t.get("confirm_button").to_string(),
-                        ..AccountForm::default()
-                    }),
-                    ..AccountPage::default()
-                },
-            )
-        }
+        Ok(Some(s)) if s.status == crate::subscriber::Status::Pending => a.button_page(
+            &s.language,
+            ["confirm_title", "confirm_lead", "confirm_button"],
+            format!("/confirm/{token}"),
+        ),
         Ok(_) => a.not_found(&a.default_language),
         Err(error) => failure(error),
     }
@@ -573,20 +582,10 @@ pub async fn unsubscribe_form(
         return a.not_found(&a.default_language);
     };
     let language = a.language_of(id).await;
-    let t = a.renderer(&language).locale();
-    a.page(
-        StatusCode::OK,
+    a.button_page(
         &language,
-        &AccountPage {
-            title: t.get("unsubscribe_title").to_string(),
-            paragraphs: vec![t.get("unsubscribe_confirm").to_string()],
-            form: Some(AccountForm {
-                action: format!("/unsubscribe/{token}"),
-                button: t.get("unsubscribe").to_string(),
-                ..AccountForm::default()
-            }),
-            ..AccountPage::default()
-        },
+        ["unsubscribe_title", "unsubscribe_confirm", "unsubscribe"],
+        format!("/unsubscribe/{token}"),
     )
 }
 

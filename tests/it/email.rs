@@ -13,6 +13,63 @@ use kdigest::subscriber::{Address, Status};
 use crate::helpers::{fixture_config, open_store, serve_account, spawn_feed_server};
 use crate::smtp::{header, spawn_smtp};
 
+/// The fixture day's digest stored, active email subscribers, and an engine with their
+/// deliveries planned.
+struct EmailDay {
+    config: kdigest::config::Config,
+    store: kdigest::store::Store,
+    digest: kdigest::model::Digest,
+    engine: Arc<Engine>,
+    ids: Vec<i64>,
+}
+
+async fn email_day(
+    feeds: &str,
+    dir: &std::path::Path,
+    extra: &str,
+    addresses: &[&str],
+) -> EmailDay {
+    // The engine reads the signing key from the environment; every test sets the same one.
+    unsafe {
+        std::env::set_var(
+            kdigest::tokens::SECRET_ENV,
+            "test-signing-key-0123456789abcdef",
+        )
+    };
+    let config = fixture_config(&format!("{feeds}/feeds"), dir, extra);
+    let store = open_store(&config).await;
+    let digest = kdigest::pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
+        .await
+        .unwrap();
+    let mut ids = Vec::new();
+    for a in addresses {
+        let address = Address::parse(&format!("email:{a}")).unwrap();
+        let id = store
+            .add_subscriber(
+                &address,
+                &Filter::default(),
+                "en",
+                &Status::Active,
+                false,
+                Utc::now(),
+            )
+            .await
+            .unwrap()
+            .unwrap();
+        ids.push(id);
+    }
+    let engine =
+        Arc::new(Engine::new(store.clone(), &config, Arc::new(Metrics::default())).unwrap());
+    assert_eq!(engine.plan(&digest).await.unwrap(), addresses.len() as u64);
+    EmailDay {
+        config,
+        store,
+        digest,
+        engine,
+        ids,
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn newsletters_arrive_as_multipart_with_list_headers_and_one_click_unsubscribe() {
     let feeds = spawn_feed_server().await;
@@ -20,44 +77,18 @@ async fn newsletters_arrive_as_multipart_with_list_headers_and_one_click_unsubsc
     let web = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let web_base = format!("http://{}/", web.local_addr().unwrap());
     let dir = tempfile::tempdir().unwrap();
-    unsafe {
-        std::env::set_var(
-            kdigest::tokens::SECRET_ENV,
-            "test-signing-key-0123456789abcdef",
-        )
-    };
     let extra = format!(
         "[email]\nsmtp_host = \"127.0.0.1\"\nsmtp_port = {smtp_port}\ntls = \"none\"\nfrom = \"kdigest <digest@example.org>\"\nreply_to = \"editors@example.org\"\nlist_id = \"digest.example.org\"\npublic_url = \"{web_base}\"\nunsubscribe_mailto = \"unsubscribe@example.org\"\n[delivery]\nmax_attempts = 2\nbackoff_base_secs = 0.2\n"
     );
-    let config = fixture_config(&format!("{}/feeds", feeds.base), dir.path(), &extra);
-    let store = open_store(&config).await;
-    let digest = kdigest::pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
-        .await
-        .unwrap();
-    let add = |address: &str| {
-        let store = store.clone();
-        let address = Address::parse(address).unwrap();
-        async move {
-            store
-                .add_subscriber(
-                    &address,
-                    &Filter::default(),
-                    "en",
-                    &Status::Active,
-                    false,
-                    Utc::now(),
-                )
-                .await
-                .unwrap()
-                .unwrap()
-        }
-    };
-    let alice = add("email:alice@example.org").await;
-    let bounce = add("email:bounce@example.org").await;
-
-    let engine =
-        Arc::new(Engine::new(store.clone(), &config, Arc::new(Metrics::default())).unwrap());
-    assert_eq!(engine.plan(&digest).await.unwrap(), 2);
+    let day = email_day(
+        &feeds.base,
+        dir.path(),
+        &extra,
+        &["alice@example.org", "bounce@example.org"],
+    )
+    .await;
+    let (config, store, digest, engine) = (day.config, day.store, day.digest, day.engine);
+    let (alice, bounce) = (day.ids[0], day.ids[1]);
     let (_tx, rx) = tokio::sync::watch::channel(false);
     engine
         .run(
@@ -188,40 +219,16 @@ async fn a_relay_outage_pauses_email_without_using_attempts_or_bouncing_anyone()
         .unwrap()
         .port();
     let dir = tempfile::tempdir().unwrap();
-    unsafe {
-        std::env::set_var(
-            kdigest::tokens::SECRET_ENV,
-            "test-signing-key-0123456789abcdef",
-        )
-    };
     let extra = format!(
         "[email]\nsmtp_host = \"127.0.0.1\"\nsmtp_port = {port}\ntls = \"none\"\n[delivery]\nmax_attempts = 2\nbackoff_base_secs = 0.2\nbackoff_max_secs = 0.5\n"
     );
-    let config = fixture_config(&format!("{}/feeds", feeds.base), dir.path(), &extra);
-    let store = open_store(&config).await;
-    let digest = kdigest::pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
-        .await
-        .unwrap();
-    let mut ids = Vec::new();
-    for i in 0..3 {
-        let address = Address::parse(&format!("email:reader{i}@example.org")).unwrap();
-        let id = store
-            .add_subscriber(
-                &address,
-                &Filter::default(),
-                "en",
-                &Status::Active,
-                false,
-                Utc::now(),
-            )
-            .await
-            .unwrap()
-            .unwrap();
-        ids.push(id);
-    }
-    let engine =
-        Arc::new(Engine::new(store.clone(), &config, Arc::new(Metrics::default())).unwrap());
-    assert_eq!(engine.plan(&digest).await.unwrap(), 3);
+    let addresses = [
+        "reader0@example.org",
+        "reader1@example.org",
+        "reader2@example.org",
+    ];
+    let day = email_day(&feeds.base, dir.path(), &extra, &addresses).await;
+    let (store, digest, engine, ids) = (day.store, day.digest, day.engine, day.ids);
     // A one-off run does not wait out the outage: it stops with everything still queued.
     // Three runs, each after the last pause ended: with max_attempts = 2, counted attempts
     // would have failed the deliveries.
