@@ -400,11 +400,23 @@ fn page_language(query: Option<&str>, headers: &HeaderMap, default: &str) -> Str
         .get(header::ACCEPT_LANGUAGE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
-    accept
-        .split(',')
-        .filter_map(|part| supported(part.split(';').next().unwrap_or("")))
-        .next()
-        .unwrap_or_else(|| default.to_string())
+    // The supported language with the highest q (1 when absent; q=0 means "not this one");
+    // among equals, the first listed.
+    let mut best: Option<(f32, String)> = None;
+    for part in accept.split(',') {
+        let mut pieces = part.split(';');
+        let Some(language) = supported(pieces.next().unwrap_or("")) else {
+            continue;
+        };
+        let q = pieces
+            .find_map(|p| p.trim().strip_prefix("q="))
+            .and_then(|q| q.trim().parse::<f32>().ok())
+            .unwrap_or(1.0);
+        if q > 0.0 && best.as_ref().is_none_or(|(b, _)| q > *b) {
+            best = Some((q, language));
+        }
+    }
+    best.map_or_else(|| default.to_string(), |(_, language)| language)
 }
 
 pub async fn signup_form(
@@ -714,6 +726,19 @@ mod tests {
         assert_eq!(
             page_language(Some("xx"), &HeaderMap::new(), "zh-CN"),
             "zh-CN"
+        );
+        let mut weighted = HeaderMap::new();
+        weighted.insert(
+            header::ACCEPT_LANGUAGE,
+            "en;q=0.3, zh-CN;q=0.9".parse().unwrap(),
+        );
+        assert_eq!(page_language(None, &weighted, "en"), "zh-CN", "q decides");
+        let mut refused = HeaderMap::new();
+        refused.insert(header::ACCEPT_LANGUAGE, "en;q=0".parse().unwrap());
+        assert_eq!(
+            page_language(None, &refused, "zh-CN"),
+            "zh-CN",
+            "q=0 is a no"
         );
     }
 }
