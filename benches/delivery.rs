@@ -25,14 +25,7 @@ use kdigest::store::{NewSubscriber, Store};
 use kdigest::subscriber::{Address, Channel, Status};
 
 fn filters() -> Vec<Filter> {
-    let layers = [
-        "frontend",
-        "optimization",
-        "kernel_codegen",
-        "hardware_backend",
-        "runtime",
-        "benchmark",
-    ];
+    let layers = kdigest::config::DEFAULT_LAYERS;
     (0..20)
         .map(|i| Filter {
             layers: if i % 4 == 0 {

@@ -26,13 +26,10 @@ use kdigest::subscriber::{Address, Status};
 struct Api {
     global: Mutex<VecDeque<Instant>>,
     per_hook: Mutex<HashMap<u64, VecDeque<Instant>>>,
-    delivered: Mutex<HashMap<u64, usize>>,
-    ok: AtomicUsize,
+    delivered: common::Tally<u64>,
     late_429s: AtomicUsize,
     early_429s: AtomicUsize,
     start: Mutex<Option<Instant>>,
-    first: Mutex<Option<Instant>>,
-    last: Mutex<Option<Instant>>,
 }
 
 fn prune(w: &mut VecDeque<Instant>, now: Instant, window: Duration) {
@@ -75,10 +72,7 @@ async fn execute(State(api): State<Arc<Api>>, Path((id, _token)): Path<(u64, Str
         headers.insert("retry-after", HeaderValue::from_static("1"));
         return (StatusCode::TOO_MANY_REQUESTS, headers, axum::Json(serde_json::json!({"message": "You are being rate limited.", "retry_after": 1.0, "global": false, "code": 0}))).into_response();
     }
-    *api.delivered.lock().unwrap().entry(id).or_default() += 1;
-    api.ok.fetch_add(1, Ordering::Relaxed);
-    api.first.lock().unwrap().get_or_insert(now);
-    *api.last.lock().unwrap() = Some(now);
+    api.delivered.record(id, now);
     (StatusCode::NO_CONTENT, headers).into_response()
 }
 
@@ -113,16 +107,14 @@ fn main() {
         let t = Instant::now();
         engine.run(Until::Idle { max_wait: Duration::from_secs(30) }, rx).await.unwrap();
         let elapsed = t.elapsed().as_secs_f64();
-        let ok = api.ok.load(Ordering::Relaxed);
-        let span = api.last.lock().unwrap().unwrap().duration_since(api.first.lock().unwrap().unwrap()).as_secs_f64();
-        let delivered = api.delivered.lock().unwrap();
-        let per_hook: Vec<usize> = delivered.values().copied().collect();
-        let rate = (ok - 1) as f64 / span;
+        let ok = api.delivered.total();
+        let per_key = api.delivered.per_key();
+        let rate = api.delivered.sustained_rate();
         println!(
             "discord: {ok} webhook messages to {} webhooks ({}..={} each) in {elapsed:.1} s; {rate:.1} req/s = {:.1}% of the 50/s permitted; 429s in the first window {}, after it {}",
-            delivered.len(),
-            per_hook.iter().min().unwrap(),
-            per_hook.iter().max().unwrap(),
+            per_key.len(),
+            per_key.iter().min().unwrap(),
+            per_key.iter().max().unwrap(),
             rate / 50.0 * 100.0,
             api.early_429s.load(Ordering::Relaxed),
             api.late_429s.load(Ordering::Relaxed)

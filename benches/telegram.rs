@@ -26,11 +26,8 @@ use serde_json::{Value, json};
 struct Api {
     window: Mutex<VecDeque<Instant>>,
     last_per_chat: Mutex<HashMap<i64, Instant>>,
-    delivered: Mutex<HashMap<i64, usize>>,
-    ok: AtomicUsize,
+    delivered: common::Tally<i64>,
     rejected: AtomicUsize,
-    first: Mutex<Option<Instant>>,
-    last: Mutex<Option<Instant>>,
 }
 
 async fn send(
@@ -67,10 +64,7 @@ async fn send(
         w.push_back(now);
         last.insert(chat, now);
     }
-    *api.delivered.lock().unwrap().entry(chat).or_default() += 1;
-    api.ok.fetch_add(1, Ordering::Relaxed);
-    api.first.lock().unwrap().get_or_insert(now);
-    *api.last.lock().unwrap() = Some(now);
+    api.delivered.record(chat, now);
     Json(json!({"ok": true, "result": {"message_id": 1, "date": 0, "chat": {"id": chat, "type": "private", "first_name": "A"}, "text": "x"}}))
         .into_response()
 }
@@ -106,16 +100,15 @@ fn main() {
         let t = Instant::now();
         engine.run(Until::Idle { max_wait: Duration::from_secs(30) }, rx).await.unwrap();
         let elapsed = t.elapsed().as_secs_f64();
-        let ok = api.ok.load(Ordering::Relaxed);
-        let span = api.last.lock().unwrap().unwrap().duration_since(api.first.lock().unwrap().unwrap()).as_secs_f64();
-        let delivered = api.delivered.lock().unwrap();
-        let duplicates: usize = delivered.values().map(|n| n.saturating_sub(1)).sum();
+        let ok = api.delivered.total();
+        let per_key = api.delivered.per_key();
+        let duplicates: usize = per_key.iter().map(|n| n.saturating_sub(1)).sum();
         println!(
             "telegram: {ok} messages to {} chats in {elapsed:.1} s; sustained {:.2} msg/s (first to last message); 429s provoked {}; duplicates {duplicates}; chats missing {}",
-            delivered.len(),
-            (ok - 1) as f64 / span,
+            per_key.len(),
+            api.delivered.sustained_rate(),
             api.rejected.load(Ordering::Relaxed),
-            1000 - delivered.len()
+            1000 - per_key.len()
         );
         println!("telegram: peak RSS {:.0} MiB", common::peak_rss_mib());
     });

@@ -45,3 +45,37 @@ pub async fn serve(app: axum::Router) -> String {
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     base
 }
+
+/// What a mock API accepted: messages per destination and the first and last arrival, for
+/// the sustained rate (messages after the first / time from first to last).
+#[allow(dead_code)]
+#[derive(Default)]
+pub struct Tally<K> {
+    per_key: std::sync::Mutex<std::collections::HashMap<K, usize>>,
+    span: std::sync::Mutex<Option<(std::time::Instant, std::time::Instant)>>,
+}
+
+#[allow(dead_code)]
+impl<K: std::hash::Hash + Eq + Copy> Tally<K> {
+    pub fn record(&self, key: K, now: std::time::Instant) {
+        *self.per_key.lock().unwrap().entry(key).or_default() += 1;
+        let mut span = self.span.lock().unwrap();
+        let first = span.map_or(now, |(first, _)| first);
+        *span = Some((first, now));
+    }
+
+    pub fn total(&self) -> usize {
+        self.per_key.lock().unwrap().values().sum()
+    }
+
+    /// Per destination, in no particular order.
+    pub fn per_key(&self) -> Vec<usize> {
+        self.per_key.lock().unwrap().values().copied().collect()
+    }
+
+    /// Messages per second from the first to the last.
+    pub fn sustained_rate(&self) -> f64 {
+        let (first, last) = self.span.lock().unwrap().expect("something arrived");
+        (self.total() - 1) as f64 / last.duration_since(first).as_secs_f64()
+    }
+}

@@ -28,7 +28,6 @@ use chrono::Utc;
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use serde::Deserialize;
 
-use super::blog::CSP;
 use crate::config::{Config, LANGUAGES, Secret};
 use crate::deliver::SendError;
 use crate::deliver::email::EmailSender;
@@ -109,9 +108,22 @@ impl Account {
         purpose: Purpose,
         token: &str,
     ) -> anyhow::Result<Option<Subscriber>> {
-        match verify(&self.secret, purpose, token, Utc::now().timestamp()) {
+        match self.verify(purpose, token) {
             Some(id) => self.store.subscriber(id).await,
             None => Ok(None),
+        }
+    }
+
+    /// The subscriber id a token names, if it is valid for `purpose` now.
+    fn verify(&self, purpose: Purpose, token: &str) -> Option<i64> {
+        verify(&self.secret, purpose, token, Utc::now().timestamp())
+    }
+
+    /// The subscriber's language, or the digest language once they are gone.
+    async fn language_of(&self, id: i64) -> String {
+        match self.store.subscriber(id).await {
+            Ok(Some(s)) => s.language,
+            _ => self.default_language.clone(),
         }
     }
 
@@ -306,17 +318,14 @@ fn client_key(ip: IpAddr) -> IpAddr {
     }
 }
 
+/// An account page: never stored by caches (it can show an address).
 fn html(status: StatusCode, body: String) -> Response {
-    (
-        status,
-        [
-            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
-            (header::CONTENT_SECURITY_POLICY, CSP),
-            (header::CACHE_CONTROL, "no-store"),
-        ],
-        body,
-    )
-        .into_response()
+    let mut response = super::html(status, body);
+    response.headers_mut().insert(
+        header::CACHE_CONTROL,
+        header::HeaderValue::from_static("no-store"),
+    );
+    response
 }
 
 fn failure(error: anyhow::Error) -> Response {
@@ -585,12 +594,7 @@ pub async fn unsubscribe_form(
     State(a): State<Arc<Account>>,
     Path(token): Path<String>,
 ) -> Response {
-    let Some(id) = verify(
-        &a.secret,
-        Purpose::Unsubscribe,
-        &token,
-        Utc::now().timestamp(),
-    ) else {
+    let Some(id) = a.verify(Purpose::Unsubscribe, &token) else {
         return a.not_found(&a.default_language);
     };
     let language = a.language_of(id).await;
@@ -604,12 +608,7 @@ pub async fn unsubscribe_form(
 /// Also the RFC 8058 one-click POST: a valid token answers 200 even when the subscriber is
 /// already gone, so repeating it is harmless.
 pub async fn unsubscribe(State(a): State<Arc<Account>>, Path(token): Path<String>) -> Response {
-    let Some(id) = verify(
-        &a.secret,
-        Purpose::Unsubscribe,
-        &token,
-        Utc::now().timestamp(),
-    ) else {
+    let Some(id) = a.verify(Purpose::Unsubscribe, &token) else {
         return a.not_found(&a.default_language);
     };
     let language = a.language_of(id).await;
@@ -626,16 +625,6 @@ pub async fn unsubscribe(State(a): State<Arc<Account>>, Path(token): Path<String
             )
         }
         Err(error) => failure(error),
-    }
-}
-
-impl Account {
-    /// The subscriber's language, or the digest language once they are gone.
-    async fn language_of(&self, id: i64) -> String {
-        match self.store.subscriber(id).await {
-            Ok(Some(s)) => s.language,
-            _ => self.default_language.clone(),
-        }
     }
 }
 

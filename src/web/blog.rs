@@ -17,11 +17,11 @@ use crate::digest::filter;
 use crate::model::{Filter, Score};
 use crate::render::{Renderer, escape_html};
 use crate::store::Store;
+use crate::web::html;
 use crate::web::pages::{CachedPage, PageCache, ReadCounter};
 
 const PAGE_SIZE: i64 = 10;
 const FEED_ENTRIES: i64 = 20;
-pub const CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; form-action 'self'; frame-ancestors 'none'";
 
 pub struct Blog {
     pub store: Store,
@@ -70,18 +70,6 @@ impl Blog {
     pub async fn flush_reads(&self) -> anyhow::Result<()> {
         self.reads.flush(&self.store).await
     }
-}
-
-fn html(status: StatusCode, body: String) -> Response {
-    (
-        status,
-        [
-            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
-            (header::CONTENT_SECURITY_POLICY, CSP),
-        ],
-        body,
-    )
-        .into_response()
 }
 
 fn failure(error: anyhow::Error) -> Response {
