@@ -10,6 +10,18 @@ use serde::Serialize;
 const ZH_CN: &str = include_str!("../templates/locales/zh-CN.toml");
 const EN: &str = include_str!("../templates/locales/en.toml");
 
+/// The embedded tables, parsed once: bots look texts up on every command.
+fn builtin_entries(language: &str) -> &'static BTreeMap<String, String> {
+    static TABLES: std::sync::LazyLock<[BTreeMap<String, String>; 2]> =
+        std::sync::LazyLock::new(|| {
+            [ZH_CN, EN].map(|t| toml::from_str(t).expect("built-in locale tables parse"))
+        });
+    match language {
+        "en" => &TABLES[1],
+        _ => &TABLES[0],
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(transparent)]
 pub struct Locale {
@@ -19,11 +31,7 @@ pub struct Locale {
 impl Locale {
     /// The table for `language` ("zh-CN" or "en"), from `templates_dir` when it has one.
     pub fn load(language: &str, templates_dir: Option<&Path>) -> anyhow::Result<Locale> {
-        let builtin = match language {
-            "en" => EN,
-            _ => ZH_CN,
-        };
-        let mut entries: BTreeMap<String, String> = toml::from_str(builtin)?;
+        let mut entries = builtin_entries(language).clone();
         if let Some(dir) = templates_dir {
             let path = dir.join("locales").join(format!("{language}.toml"));
             if path.exists() {

@@ -318,15 +318,15 @@ async fn digest_reply(
         DateArg::Latest => None,
         DateArg::Date(d) => Some(d),
     };
-    let latest = ctx.store.latest_digest().await?;
     let (note, found) = match wanted {
-        None => (None, latest),
+        None => (None, ctx.store.latest_digest().await?),
         Some(day) => match ctx.store.load_digest(day).await? {
             Some(d) => (None, Some(d)),
             None => {
                 let window = digest::window_for(day, ctx.config);
                 if window.end.to_utc() > ctx.now {
                     // Not out yet: say when, and offer the latest one.
+                    let latest = ctx.store.latest_digest().await?;
                     let when = window
                         .end
                         .with_timezone(&tz)

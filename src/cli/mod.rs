@@ -173,7 +173,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             out,
             force,
         } => {
-            let config = load_config(cli.config.as_deref())?;
+            let config = config.expect("loaded above");
             let store = Store::open(&config.storage.path).await?;
             let date = resolve_date(&date, &config, &store).await?;
             let stored = if force {
@@ -251,10 +251,10 @@ pub async fn resolve_date(raw: &str, config: &Config, store: &Store) -> anyhow::
     match raw {
         "today" => Ok(today),
         "yesterday" => Ok(today.pred_opt().unwrap_or(today)),
-        "latest" => match store.latest_digest().await? {
-            Some(d) => Ok(d.date),
-            None => Ok(digest::latest_complete_date(Utc::now(), config)),
-        },
+        "latest" => Ok(store
+            .latest_digest_date()
+            .await?
+            .unwrap_or_else(|| digest::latest_complete_date(Utc::now(), config))),
         other => NaiveDate::parse_from_str(other, "%Y-%m-%d").map_err(|_| {
             UsageError(format!(
                 "--date {other}: expected YYYY-MM-DD, today, yesterday or latest"

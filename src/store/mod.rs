@@ -286,6 +286,18 @@ impl Store {
         Ok(row.map(|r| r.get(0)))
     }
 
+    /// The date of the newest stored digest, without loading it.
+    pub async fn latest_digest_date(&self) -> anyhow::Result<Option<NaiveDate>> {
+        let row = sqlx::query("SELECT digest_date FROM digests ORDER BY digest_date DESC LIMIT 1")
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|r| {
+            let date: String = r.get(0);
+            NaiveDate::parse_from_str(&date, "%Y-%m-%d").context("Stored digest date is invalid")
+        })
+        .transpose()
+    }
+
     pub async fn latest_digest(&self) -> anyhow::Result<Option<Digest>> {
         let row = sqlx::query("SELECT data FROM digests ORDER BY digest_date DESC LIMIT 1")
             .fetch_optional(&self.pool)
