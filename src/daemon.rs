@@ -200,17 +200,12 @@ async fn run_forever(
     }
     let account = match crate::tokens::secret_from_env()? {
         Some(secret) => {
-            // Without a working mailer sign-up answers 503; unsubscribe links still work.
-            let mailer = match crate::deliver::email::EmailSender::new(
-                &config.email,
-                secret.clone(),
-            ) {
-                Ok(m) => Some(Arc::new(m)),
-                Err(error) => {
-                    tracing::error!(message = "Email sign-up is off: the mailer cannot start", error = %format!("{error:#}"));
-                    None
-                }
-            };
+            // The delivery engine's mailer (Engine::new logged why there is none). Without
+            // it sign-up answers 503; unsubscribe links still work.
+            let mailer = engine.mailer();
+            if mailer.is_none() {
+                tracing::error!(message = "Email sign-up is off: there is no working mailer");
+            }
             Some(Arc::new(crate::web::account::Account::new(
                 store.clone(),
                 config,

@@ -232,13 +232,28 @@ pub fn filter(digest: &Digest, f: &Filter, locale: &Locale) -> Digest {
     let mut events: Vec<DigestEvent> = digest.events().filter(|e| f.accepts(e)).cloned().collect();
     events.sort_by(|a, b| b.score.cmp(&a.score).then_with(|| a.id.cmp(&b.id)));
     let kept: std::collections::BTreeSet<&str> = events.iter().map(|e| e.id.as_str()).collect();
-    let mut out = digest.clone();
-    out.watchlist = digest
-        .watchlist
-        .iter()
-        .filter(|w| kept.contains(w.event_id.as_str()))
-        .cloned()
-        .collect();
+    // Everything but the events, which are cloned once above; `section` fills the
+    // sections, title and overview.
+    let mut out = Digest {
+        date: digest.date,
+        language: digest.language.clone(),
+        window: digest.window.clone(),
+        generation_mode: digest.generation_mode.clone(),
+        title: String::new(),
+        overview: String::new(),
+        key_changes: Vec::new(),
+        papers: Vec::new(),
+        other_updates: Vec::new(),
+        watchlist: digest
+            .watchlist
+            .iter()
+            .filter(|w| kept.contains(w.event_id.as_str()))
+            .cloned()
+            .collect(),
+        source_counts: digest.source_counts.clone(),
+        failed_sources: digest.failed_sources.clone(),
+        llm_fallbacks: digest.llm_fallbacks,
+    };
     section(&mut out, events, key_changes, locale);
     out
 }

@@ -80,7 +80,7 @@ impl Engine {
         match crate::tokens::secret_from_env()? {
             Some(secret) => match crate::deliver::email::EmailSender::new(&config.email, secret) {
                 Ok(sender) => {
-                    senders.insert(Channel::Email, Sender::Email(Box::new(sender)));
+                    senders.insert(Channel::Email, Sender::Email(Arc::new(sender)));
                 }
                 Err(error) => {
                     tracing::warn!(message = "Email delivery is off", error = %format!("{error:#}"))
@@ -430,6 +430,14 @@ impl Engine {
         let hash = Sha256::digest(format!("{id}/{attempt}").as_bytes());
         let jitter = 0.5 + f64::from(hash[0]) / 512.0;
         capped.mul_f64(jitter)
+    }
+
+    /// The email sender, when email delivery is on (the web sign-up shares it).
+    pub fn mailer(&self) -> Option<Arc<super::email::EmailSender>> {
+        match self.senders.get(&Channel::Email) {
+            Some(Sender::Email(mailer)) => Some(mailer.clone()),
+            _ => None,
+        }
     }
 
     pub fn distinct_renders(&self) -> usize {

@@ -57,7 +57,8 @@ pub enum Sender {
     Telegram(telegram::TelegramSender),
     // Boxed: serenity's clients are large, and the enum is stored per channel.
     Discord(Box<discord::DiscordSender>),
-    Email(Box<email::EmailSender>),
+    // Shared: the web sign-up sends its confirmations through the same SMTP pool.
+    Email(Arc<email::EmailSender>),
 }
 
 impl Sender {
@@ -176,18 +177,17 @@ impl RenderCache {
         channel: Channel,
     ) -> anyhow::Result<Arc<Vec<String>>> {
         let key = (d.date, filter.clone(), language.to_string(), channel);
-        if let Some(hit) = self.renders.lock().expect("render cache lock").get(&key) {
+        // Held while rendering: workers that miss the same key at the start of a run wait
+        // for the one render instead of each making their own.
+        let mut renders = self.renders.lock().expect("render cache lock");
+        if let Some(hit) = renders.get(&key) {
             return Ok(hit.clone());
         }
         let renderer = self.renderer(language)?;
-        let mut localized = d.clone();
-        localized.language = language.to_string();
-        let filtered = digest::filter(&localized, filter, renderer.locale());
+        let mut filtered = digest::filter(d, filter, renderer.locale());
+        filtered.language = language.to_string();
         let messages = Arc::new(render_messages(&filtered, channel, &renderer)?);
-        self.renders
-            .lock()
-            .expect("render cache lock")
-            .insert(key, messages.clone());
+        renders.insert(key, messages.clone());
         Ok(messages)
     }
 
