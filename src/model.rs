@@ -207,12 +207,6 @@ pub struct Window {
     pub end: DateTime<FixedOffset>,
 }
 
-impl Window {
-    pub fn contains(&self, t: DateTime<Utc>) -> bool {
-        self.start <= t && t < self.end
-    }
-}
-
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SourceCount {
     pub source: String,

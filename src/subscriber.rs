@@ -34,10 +34,6 @@ impl Channel {
             Channel::Webhook => "webhook",
         }
     }
-
-    pub fn parse(s: &str) -> Option<Channel> {
-        Channel::ALL.into_iter().find(|c| c.as_str() == s)
-    }
 }
 
 /// A bare address (`name@example.org`, no display name, comment or angle brackets), ASCII

@@ -75,9 +75,9 @@ pub fn sanitize_html(html: &str) -> std::borrow::Cow<'_, str> {
 
 /// Plain text of an HTML fragment plus the `href`s of its links, in document order.
 ///
-/// The fragment is sanitised first ([`sanitize_html`]). Block elements become line breaks so
-/// later sentence splitting sees list items and paragraphs as separate units; script and
-/// style contents are dropped.
+/// The fragment is sanitised first ([`sanitize_html`]), which drops comments, scripts, styles
+/// and the like, so the walk below only meets allowed tags. Block elements become line breaks
+/// so later sentence splitting sees list items and paragraphs as separate units.
 pub fn html_to_text(html: &str) -> (String, Vec<String>) {
     let clean = sanitize_html(html);
     let html = clean.as_ref();
@@ -87,10 +87,6 @@ pub fn html_to_text(html: &str) -> (String, Vec<String>) {
     while let Some(lt) = rest.find('<') {
         out.push_str(&rest[..lt]);
         rest = &rest[lt..];
-        if let Some(after) = rest.strip_prefix("<!--") {
-            rest = after.find("-->").map_or("", |end| &after[end + 3..]);
-            continue;
-        }
         let Some(gt) = rest.find('>') else {
             // A stray '<' with no tag after it is text.
             out.push_str("&lt;");
@@ -107,10 +103,6 @@ pub fn html_to_text(html: &str) -> (String, Vec<String>) {
             .map(|c| c.to_ascii_lowercase())
             .collect();
         match name.as_str() {
-            "script" | "style" if !closing => {
-                let end = format!("</{name}");
-                rest = find_ascii_case_insensitive(rest, &end).map_or("", |i| &rest[i..]);
-            }
             "a" if !closing => {
                 if let Some(href) = attribute(tag, "href") {
                     links.push(decode_entities(&href));
@@ -126,14 +118,6 @@ pub fn html_to_text(html: &str) -> (String, Vec<String>) {
     }
     out.push_str(rest);
     (tidy_lines(&decode_entities(&out)), links)
-}
-
-fn find_ascii_case_insensitive(haystack: &str, needle: &str) -> Option<usize> {
-    let n = needle.len();
-    haystack
-        .as_bytes()
-        .windows(n)
-        .position(|w| w.eq_ignore_ascii_case(needle.as_bytes()))
 }
 
 /// Value of `name="..."` (or single-quoted, or bare) inside a tag.
