@@ -6,9 +6,6 @@
 //! Tokens carry no state of their own: "works once" comes from what they act on (a confirm
 //! token only acts on a pending subscriber, and confirming ends pending).
 
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
-
 use crate::config::Secret;
 use crate::parse::hex;
 
@@ -55,10 +52,8 @@ impl Purpose {
 }
 
 fn mac(secret: &Secret, purpose: Purpose, id: i64, expires: i64) -> String {
-    let mut mac = Hmac::<Sha256>::new_from_slice(secret.expose().as_bytes())
-        .expect("HMAC takes any key length");
-    mac.update(format!("{}/{id}/{expires}", purpose.as_str()).as_bytes());
-    hex(&mac.finalize().into_bytes()[..16])
+    let message = format!("{}/{id}/{expires}", purpose.as_str());
+    hex(&secret.hmac_sha256(&[message.as_bytes()])[..16])
 }
 
 pub fn sign(secret: &Secret, purpose: Purpose, id: i64, expires: i64) -> String {

@@ -26,6 +26,18 @@ impl Secret {
         Secret(value.into())
     }
 
+    /// HMAC-SHA256 with this key over the concatenated `parts` (webhook signatures, link
+    /// tokens).
+    pub fn hmac_sha256(&self, parts: &[&[u8]]) -> [u8; 32] {
+        use hmac::{Hmac, Mac};
+        let mut mac = Hmac::<sha2::Sha256>::new_from_slice(self.0.as_bytes())
+            .expect("HMAC takes any key length");
+        for part in parts {
+            mac.update(part);
+        }
+        mac.finalize().into_bytes().into()
+    }
+
     pub fn expose(&self) -> &str {
         &self.0
     }

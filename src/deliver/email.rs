@@ -13,7 +13,7 @@ use lettre::message::dkim::{
     DkimSigningKey,
 };
 use lettre::message::header::{HeaderName, HeaderValue};
-use lettre::message::{Mailbox, MultiPart};
+use lettre::message::{Mailbox, MessageBuilder, MultiPart};
 use lettre::transport::smtp::PoolConfig;
 use lettre::transport::smtp::authentication::Credentials;
 use lettre::transport::smtp::client::Tls;
@@ -151,10 +151,9 @@ impl EmailSender {
         delivery_id: &str,
         subscriber_id: i64,
     ) -> Result<Message, SendError> {
-        let failed = |reason: String| SendError::Failed { reason };
-        let email: Email = serde_json::from_str(payload)
-            .map_err(|e| failed(format!("Email payload is not valid: {e}")))?;
-        let to = recipient(to)?;
+        let email: Email = serde_json::from_str(payload).map_err(|e| SendError::Failed {
+            reason: format!("Email payload is not valid: {e}"),
+        })?;
         let unsubscribe_url = self.link(Purpose::Unsubscribe, subscriber_id);
         let preferences_url = self.link(Purpose::Preferences, subscriber_id);
         let escape = crate::render::escape_html;
@@ -173,10 +172,8 @@ impl EmailSender {
         let raw = |name: &'static str, value: String| {
             HeaderValue::new(HeaderName::new_from_ascii_str(name), value)
         };
-        let mut builder = Message::builder()
-            .from(self.config.from.clone())
-            .to(to)
-            .subject(email.subject)
+        let builder = self
+            .builder(to, email.subject)?
             .message_id(Some(format!("<{delivery_id}@{}>", self.config.list_id)))
             .raw_header(raw("List-Id", format!("kdigest <{}>", self.config.list_id)))
             .raw_header(raw("List-Unsubscribe", unsubscribe))
@@ -184,20 +181,37 @@ impl EmailSender {
                 "List-Unsubscribe-Post",
                 "List-Unsubscribe=One-Click".into(),
             ));
+        self.finish(builder, text, html)
+    }
+
+    /// From, To, Subject and Reply-To: what every message has.
+    fn builder(&self, to: &str, subject: String) -> Result<MessageBuilder, SendError> {
+        let mut builder = Message::builder()
+            .from(self.config.from.clone())
+            .to(recipient(to)?)
+            .subject(subject);
         if let Some(reply_to) = &self.config.reply_to {
             builder = builder.reply_to(reply_to.clone());
         }
-        let message = builder
-            .multipart(MultiPart::alternative_plain_html(text, html))
-            .map_err(|e| failed(format!("Cannot build the email: {e}")))?;
-        Ok(self.signed(message))
+        Ok(builder)
     }
 
-    fn signed(&self, mut message: Message) -> Message {
+    /// The multipart/alternative body, then the DKIM signature when configured.
+    fn finish(
+        &self,
+        builder: MessageBuilder,
+        text: String,
+        html: String,
+    ) -> Result<Message, SendError> {
+        let mut message = builder
+            .multipart(MultiPart::alternative_plain_html(text, html))
+            .map_err(|e| SendError::Failed {
+                reason: format!("Cannot build the email: {e}"),
+            })?;
         if let Some(dkim) = &self.dkim {
             message.sign(dkim);
         }
-        message
+        Ok(message)
     }
 
     pub async fn send(
@@ -213,19 +227,8 @@ impl EmailSender {
 
     /// A one-off message to one address (the sign-up confirmation): no list headers.
     pub async fn send_single(&self, to: &str, email: Email) -> Result<(), SendError> {
-        let mut builder = Message::builder()
-            .from(self.config.from.clone())
-            .to(recipient(to)?)
-            .subject(email.subject);
-        if let Some(reply_to) = &self.config.reply_to {
-            builder = builder.reply_to(reply_to.clone());
-        }
-        let message = builder
-            .multipart(MultiPart::alternative_plain_html(email.text, email.html))
-            .map_err(|e| SendError::Failed {
-                reason: format!("Cannot build the email: {e}"),
-            })?;
-        self.deliver(self.signed(message)).await
+        let message = self.finish(self.builder(to, email.subject)?, email.text, email.html)?;
+        self.deliver(message).await
     }
 
     async fn deliver(&self, message: Message) -> Result<(), SendError> {

@@ -4,9 +4,6 @@
 
 use std::time::Duration;
 
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
-
 use super::SendError;
 use crate::config::Secret;
 use crate::parse::hex;
@@ -23,12 +20,8 @@ pub struct WebhookSender {
 /// `sha256=<hex of HMAC-SHA256(secret, "<timestamp>.<body>")>`: the timestamp is signed too,
 /// so a receiver can refuse replays.
 pub fn signature(secret: &Secret, timestamp: i64, body: &str) -> String {
-    let mut mac = Hmac::<Sha256>::new_from_slice(secret.expose().as_bytes())
-        .expect("HMAC takes any key length");
-    mac.update(timestamp.to_string().as_bytes());
-    mac.update(b".");
-    mac.update(body.as_bytes());
-    format!("sha256={}", hex(&mac.finalize().into_bytes()))
+    let mac = secret.hmac_sha256(&[timestamp.to_string().as_bytes(), b".", body.as_bytes()]);
+    format!("sha256={}", hex(&mac))
 }
 
 impl WebhookSender {

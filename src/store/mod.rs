@@ -231,8 +231,7 @@ impl Store {
             .bind(date.to_string())
             .fetch_optional(&self.pool)
             .await?;
-        row.map(|r| serde_json::from_str(r.get(0)).context("Stored digest is not valid JSON"))
-            .transpose()
+        row.map(|r| digest_from_json(r.get(0))).transpose()
     }
 
     /// Stored digests, newest first: (date, digest, reads).
@@ -249,12 +248,7 @@ impl Store {
         .fetch_all(&self.pool)
         .await?;
         rows.iter()
-            .map(|r| {
-                Ok((
-                    serde_json::from_str(r.get(0)).context("Stored digest is not valid JSON")?,
-                    r.get(1),
-                ))
-            })
+            .map(|r| Ok((digest_from_json(r.get(0))?, r.get(1))))
             .collect()
     }
 
@@ -302,8 +296,7 @@ impl Store {
         let row = sqlx::query("SELECT data FROM digests ORDER BY digest_date DESC LIMIT 1")
             .fetch_optional(&self.pool)
             .await?;
-        row.map(|r| serde_json::from_str(r.get(0)).context("Stored digest is not valid JSON"))
-            .transpose()
+        row.map(|r| digest_from_json(r.get(0))).transpose()
     }
 
     pub async fn llm_cache_get(
@@ -341,4 +334,8 @@ impl Store {
     pub async fn close(&self) {
         self.pool.close().await;
     }
+}
+
+fn digest_from_json(data: &str) -> anyhow::Result<Digest> {
+    serde_json::from_str(data).context("Stored digest is not valid JSON")
 }

@@ -81,13 +81,8 @@ impl Store {
         &self,
         address: &Address,
     ) -> anyhow::Result<Option<Subscriber>> {
-        let row = sqlx::query(&format!(
-            "SELECT {COLUMNS} FROM subscribers WHERE address = $1"
-        ))
-        .bind(address.to_stored())
-        .fetch_optional(&self.pool)
-        .await?;
-        row.as_ref().map(subscriber_from_row).transpose()
+        let mut conn = self.pool.acquire().await?;
+        by_address(&mut conn, address).await
     }
 
     /// Replaces filter, language and the empty-day option.
@@ -100,8 +95,8 @@ impl Store {
             "UPDATE subscribers SET layers = $1, min_score = $2, language = $3, notify_empty = $4, updated_at = $5
              WHERE id = $6",
         )
-        .bind(serde_json::to_string(&s.filter.layers)?)
-        .bind(i64::from(s.filter.min_score.tenths()))
+        .bind(layers_column(&s.filter)?)
+        .bind(min_score_column(&s.filter))
         .bind(&s.language)
         .bind(s.notify_empty)
         .bind(now.to_rfc3339())
@@ -165,13 +160,7 @@ impl Store {
             .bind(stale_before.to_rfc3339())
             .execute(&mut *tx)
             .await?;
-        let row = sqlx::query(&format!(
-            "SELECT {COLUMNS} FROM subscribers WHERE address = $1"
-        ))
-        .bind(address.to_stored())
-        .fetch_optional(&mut *tx)
-        .await?;
-        let existing = row.as_ref().map(subscriber_from_row).transpose()?;
+        let existing = by_address(&mut tx, address).await?;
         let outcome = match existing {
             None => {
                 let new = NewSubscriber {
@@ -191,8 +180,8 @@ impl Store {
                     "UPDATE subscribers SET layers = $1, min_score = $2, language = $3, status = 'pending',
                      status_reason = NULL, created_at = $4, updated_at = $4 WHERE id = $5",
                 )
-                .bind(serde_json::to_string(&filter.layers)?)
-                .bind(i64::from(filter.min_score.tenths()))
+                .bind(layers_column(filter)?)
+                .bind(min_score_column(filter))
                 .bind(language)
                 .bind(now.to_rfc3339())
                 .bind(s.id)
@@ -259,8 +248,8 @@ async fn insert_subscriber(
     )
     .bind(s.address.to_stored())
     .bind(s.address.channel().as_str())
-    .bind(serde_json::to_string(&s.filter.layers)?)
-    .bind(i64::from(s.filter.min_score.tenths()))
+    .bind(layers_column(s.filter)?)
+    .bind(min_score_column(s.filter))
     .bind(s.language)
     .bind(s.status.as_str())
     .bind(reason(s.status))
@@ -269,6 +258,28 @@ async fn insert_subscriber(
     .execute(&mut *conn)
     .await?;
     Ok((result.rows_affected() == 1).then(|| result.last_insert_rowid()))
+}
+
+async fn by_address(
+    conn: &mut sqlx::SqliteConnection,
+    address: &Address,
+) -> anyhow::Result<Option<Subscriber>> {
+    let row = sqlx::query(&format!(
+        "SELECT {COLUMNS} FROM subscribers WHERE address = $1"
+    ))
+    .bind(address.to_stored())
+    .fetch_optional(&mut *conn)
+    .await?;
+    row.as_ref().map(subscriber_from_row).transpose()
+}
+
+/// The filter's columns: layers as a JSON array, the threshold in tenths.
+fn layers_column(filter: &Filter) -> anyhow::Result<String> {
+    Ok(serde_json::to_string(&filter.layers)?)
+}
+
+fn min_score_column(filter: &Filter) -> i64 {
+    i64::from(filter.min_score.tenths())
 }
 
 fn reason(status: &Status) -> Option<&str> {
