@@ -243,10 +243,16 @@ pub struct Digest {
 impl Digest {
     /// All events in reading order: key changes, papers, other updates.
     pub fn events(&self) -> impl Iterator<Item = &DigestEvent> {
-        self.key_changes
-            .iter()
-            .chain(&self.papers)
-            .chain(&self.other_updates)
+        self.sections().into_iter().flat_map(|(_, events)| events)
+    }
+
+    /// The sections in reading order, named by their locale key.
+    pub fn sections(&self) -> [(&'static str, &[DigestEvent]); 3] {
+        [
+            ("key_changes", &self.key_changes),
+            ("papers", &self.papers),
+            ("other_updates", &self.other_updates),
+        ]
     }
 
     pub fn is_empty(&self) -> bool {

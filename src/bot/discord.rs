@@ -185,11 +185,8 @@ impl DiscordBot {
             Ok(Some(c)) => c,
             Ok(None) => return Ok(ephemeral("This interaction is not supported")),
             Err(bad) => {
-                let language = self
-                    .store
-                    .subscriber_by_address(&address)
-                    .await?
-                    .map_or(self.config.digest.language.clone(), |s| s.language);
+                let language =
+                    super::handlers::chat_language(&self.store, &self.config, &address).await?;
                 return Ok(ephemeral(
                     &bad.message(&Locale::builtin(&language), &layers),
                 ));

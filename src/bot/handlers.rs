@@ -73,6 +73,22 @@ impl Ctx<'_> {
     }
 }
 
+/// The language a chat's answers are in: its subscriber's, else the digest language.
+pub async fn chat_language(
+    store: &Store,
+    config: &Config,
+    address: &Address,
+) -> anyhow::Result<String> {
+    Ok(language_of(
+        store.subscriber_by_address(address).await?.as_ref(),
+        config,
+    ))
+}
+
+fn language_of(subscriber: Option<&Subscriber>, config: &Config) -> String {
+    subscriber.map_or(config.digest.language.clone(), |s| s.language.clone())
+}
+
 fn layers_text(layers: &BTreeSet<String>, t: &Locale) -> String {
     if layers.is_empty() {
         t.get("bot_all_layers").to_string()
@@ -88,9 +104,7 @@ fn layers_text(layers: &BTreeSet<String>, t: &Locale) -> String {
 /// Runs one command. Errors are I/O failures; user mistakes are replies.
 pub async fn handle(command: Command, ctx: &Ctx<'_>) -> anyhow::Result<Reply> {
     let subscriber = ctx.subscriber().await?;
-    let language = subscriber
-        .as_ref()
-        .map_or(ctx.config.digest.language.clone(), |s| s.language.clone());
+    let language = language_of(subscriber.as_ref(), ctx.config);
     let t = Locale::load(&language, ctx.config.digest.templates_dir.as_deref())?;
     let text = |s: String| Ok(Reply::Text(s));
     let manage_denied = || Reply::Text(t.get("bot_admins_only").to_string());

@@ -221,11 +221,8 @@ impl TelegramBot {
             }
             Err(bad) => {
                 let address = Address::Telegram(message.chat.id.0);
-                let language = self
-                    .store
-                    .subscriber_by_address(&address)
-                    .await?
-                    .map_or(self.config.digest.language.clone(), |s| s.language);
+                let language =
+                    super::handlers::chat_language(&self.store, &self.config, &address).await?;
                 let t = Locale::builtin(&language);
                 return self
                     .send_text(message.chat.id, &bad.message(&t, &layers))

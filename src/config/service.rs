@@ -31,12 +31,7 @@ pub(super) fn validate_schedule(
 ) -> ScheduleConfig {
     let timezone = match &raw.timezone {
         None => default_tz,
-        Some(name) => name.parse::<Tz>().unwrap_or_else(|_| {
-            problems.push(format!(
-                "schedule.timezone: \"{name}\" is not an IANA time zone; use a name such as Asia/Shanghai or UTC"
-            ));
-            Tz::UTC
-        }),
+        Some(name) => timezone("schedule.timezone", name, problems),
     };
     let cron = parse_cron(&raw.cron).unwrap_or_else(|why| {
         problems.push(format!("schedule.cron: \"{}\" {why}", raw.cron));
@@ -123,16 +118,13 @@ pub(super) fn validate_delivery(raw: RawDelivery, problems: &mut Vec<String>) ->
 }
 
 pub(super) fn validate_telegram(raw: RawTelegram, problems: &mut Vec<String>) -> TelegramConfig {
-    let api_url = match url::Url::parse(&raw.api_url) {
-        Ok(u) if matches!(u.scheme(), "http" | "https") => u,
-        _ => {
-            problems.push(format!(
-                "telegram.api_url: \"{}\" is not an http(s) URL; the default is https://api.telegram.org",
-                raw.api_url
-            ));
-            url::Url::parse("https://api.telegram.org").expect("static URL")
-        }
-    };
+    let api_url = http_url(&raw.api_url).unwrap_or_else(|| {
+        problems.push(format!(
+            "telegram.api_url: \"{}\" is not an http(s) URL; the default is https://api.telegram.org",
+            raw.api_url
+        ));
+        url::Url::parse("https://api.telegram.org").expect("static URL")
+    });
     env_var_name("telegram.token_env", &raw.token_env, "token", problems);
     // teloxide's client gives up after 17 s, so a long poll must end before that.
     if !(1..=15).contains(&raw.poll_timeout_secs) {
@@ -218,12 +210,14 @@ pub(super) fn validate_daemon(raw: RawDaemon, problems: &mut Vec<String>) -> Dae
 }
 
 pub(super) fn validate_discord(raw: RawDiscord, problems: &mut Vec<String>) -> DiscordConfig {
-    let api_url = raw.api_url.as_deref().and_then(|u| match url::Url::parse(u) {
-        Ok(url) if matches!(url.scheme(), "http" | "https") => Some(url),
-        _ => {
-            problems.push(format!("discord.api_url: \"{u}\" is not an http(s) URL; leave it out to talk to Discord"));
-            None
+    let api_url = raw.api_url.as_deref().and_then(|u| {
+        let url = http_url(u);
+        if url.is_none() {
+            problems.push(format!(
+                "discord.api_url: \"{u}\" is not an http(s) URL; leave it out to talk to Discord"
+            ));
         }
+        url
     });
     env_var_name("discord.token_env", &raw.token_env, "token", problems);
     let public_key = raw.public_key.filter(|k| {
@@ -277,13 +271,10 @@ pub(super) fn validate_email(raw: RawEmail, problems: &mut Vec<String>) -> Email
     } else {
         format!("{}/", raw.public_url)
     };
-    let public_url = match url::Url::parse(&with_slash) {
-        Ok(u) if matches!(u.scheme(), "http" | "https") => u,
-        _ => {
-            problems.push(format!("email.public_url: \"{}\" is not an http(s) URL; it is the base of unsubscribe and feed links", raw.public_url));
-            url::Url::parse("https://digest.example.org/").expect("static URL")
-        }
-    };
+    let public_url = http_url(&with_slash).unwrap_or_else(|| {
+        problems.push(format!("email.public_url: \"{}\" is not an http(s) URL; it is the base of unsubscribe and feed links", raw.public_url));
+        url::Url::parse("https://digest.example.org/").expect("static URL")
+    });
     if raw.list_id.trim().is_empty()
         || raw.list_id.contains(char::is_whitespace)
         || raw.list_id.contains(['<', '>'])
@@ -297,7 +288,7 @@ pub(super) fn validate_email(raw: RawEmail, problems: &mut Vec<String>) -> Email
             "email.unsubscribe_mailto: \"{mailto}\" is not an email address"
         ));
     }
-    if raw.tls == "none" && !raw.username.is_empty() {
+    if tls == SmtpTls::None && !raw.username.is_empty() {
         problems.push("email.tls: \"none\" would send the SMTP password in clear text; use starttls or implicit with a username".into());
     }
     if raw.smtp_host.trim().is_empty() {

@@ -19,13 +19,7 @@ pub(super) fn validate_digest(raw: RawDigest, problems: &mut Vec<String>) -> Dig
             LANGUAGES.join(", ")
         ));
     }
-    let timezone = raw.timezone.parse::<Tz>().unwrap_or_else(|_| {
-        problems.push(format!(
-            "digest.timezone: \"{}\" is not an IANA time zone; use a name such as Asia/Shanghai or UTC",
-            raw.timezone
-        ));
-        Tz::UTC
-    });
+    let timezone = timezone("digest.timezone", &raw.timezone, problems);
     let window_end = NaiveTime::parse_from_str(&raw.window_end, "%H:%M").unwrap_or_else(|_| {
         problems.push(format!(
             "digest.window_end: \"{}\" is not a time of day; use HH:MM such as \"08:00\"",
@@ -239,16 +233,13 @@ pub(super) fn validate_summarize(raw: RawSummarize, problems: &mut Vec<String>) 
             raw.summary_chars
         ));
     }
-    let base_url = match url::Url::parse(&raw.base_url) {
-        Ok(u) if matches!(u.scheme(), "http" | "https") => u,
-        _ => {
-            problems.push(format!(
-                "summarize.base_url: \"{}\" is not an http(s) URL; e.g. https://api.deepseek.com",
-                raw.base_url
-            ));
-            url::Url::parse("http://invalid.invalid").expect("static URL")
-        }
-    };
+    let base_url = http_url(&raw.base_url).unwrap_or_else(|| {
+        problems.push(format!(
+            "summarize.base_url: \"{}\" is not an http(s) URL; e.g. https://api.deepseek.com",
+            raw.base_url
+        ));
+        url::Url::parse("http://invalid.invalid").expect("static URL")
+    });
     env_var_name("summarize.api_key_env", &raw.api_key_env, "key", problems);
     if raw.concurrency == 0 || raw.concurrency > 64 {
         problems.push(format!(
@@ -332,4 +323,21 @@ pub(super) fn env_var_name(key: &str, value: &str, what: &str, problems: &mut Ve
             "{key}: \"{value}\" is not an environment variable name; the {what} itself never goes in config.toml"
         ));
     }
+}
+
+/// An IANA time zone; UTC and a problem naming `key` otherwise.
+pub(super) fn timezone(key: &str, name: &str, problems: &mut Vec<String>) -> Tz {
+    name.parse::<Tz>().unwrap_or_else(|_| {
+        problems.push(format!(
+            "{key}: \"{name}\" is not an IANA time zone; use a name such as Asia/Shanghai or UTC"
+        ));
+        Tz::UTC
+    })
+}
+
+/// `raw` when it is an http or https URL.
+pub(super) fn http_url(raw: &str) -> Option<url::Url> {
+    url::Url::parse(raw)
+        .ok()
+        .filter(|u| matches!(u.scheme(), "http" | "https"))
 }

@@ -35,11 +35,7 @@ pub fn messages(d: &Digest, t: &Locale) -> Vec<Value> {
         "description": truncate_chars(&esc(&d.overview), DESCRIPTION_MAX),
         "footer": {"text": footer},
     })];
-    for (key, events) in [
-        ("key_changes", &d.key_changes),
-        ("papers", &d.papers),
-        ("other_updates", &d.other_updates),
-    ] {
+    for (key, events) in d.sections() {
         for (i, e) in events.iter().enumerate() {
             embeds.push(event_embed(i + 1, e, t.get(key), &footer, t));
         }

@@ -385,23 +385,20 @@ impl Renderer {
 
     fn context(&self, d: &Digest) -> Value {
         let t = &self.locale;
-        let sections: Vec<SectionView> = [
-            ("key_changes", &d.key_changes),
-            ("papers", &d.papers),
-            ("other_updates", &d.other_updates),
-        ]
-        .into_iter()
-        .filter(|(_, events)| !events.is_empty())
-        .map(|(key, events)| SectionView {
-            key,
-            heading: t.get(key).to_string(),
-            events: events
-                .iter()
-                .enumerate()
-                .map(|(i, e)| self.event_view(i + 1, e))
-                .collect(),
-        })
-        .collect();
+        let sections: Vec<SectionView> = d
+            .sections()
+            .into_iter()
+            .filter(|(_, events)| !events.is_empty())
+            .map(|(key, events)| SectionView {
+                key,
+                heading: t.get(key).to_string(),
+                events: events
+                    .iter()
+                    .enumerate()
+                    .map(|(i, e)| self.event_view(i + 1, e))
+                    .collect(),
+            })
+            .collect();
         context! {
             t => Value::from_serialize(t),
             lang => d.language,
