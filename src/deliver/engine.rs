@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use chrono::{NaiveDate, Utc};
+use chrono::{DateTime, NaiveDate, Utc};
 use sha2::{Digest as _, Sha256};
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
@@ -270,8 +270,7 @@ impl Engine {
             tracing::error!(message = "Delivery failed unexpectedly; it will be retried", delivery = %c.id, error = %format!("{error:#}"));
             // Put the row back in the queue rather than leave it claimed until a restart.
             let attempts = c.attempts + 1;
-            let next = Utc::now()
-                + chrono::Duration::from_std(self.backoff(&c.id, attempts)).unwrap_or_default();
+            let next = after(self.backoff(&c.id, attempts));
             let settle = if attempts >= self.delivery.max_attempts {
                 self.store
                     .mark_failed(&c.id, attempts, &error.to_string())
@@ -330,8 +329,7 @@ impl Engine {
                 {
                     // The new chat already has its own subscription: this one is obsolete.
                     let reason = format!("Chat moved to {address}, which has its own subscription");
-                    self.metrics.delivery(channel.as_str(), "failed");
-                    self.store.mark_failed(&c.id, attempts, &reason).await?;
+                    self.fail(c, channel, attempts, &reason).await?;
                     return self
                         .store
                         .set_subscriber_status(subscriber.id, &Status::Disabled(reason), Utc::now())
@@ -350,13 +348,11 @@ impl Engine {
                 }
                 Err(SendError::Moved(address)) => {
                     let reason = format!("Destination moved twice (last to {address})");
-                    self.metrics.delivery(channel.as_str(), "failed");
-                    return self.store.mark_failed(&c.id, attempts, &reason).await;
+                    return self.fail(c, channel, attempts, &reason).await;
                 }
                 Err(SendError::Failed { reason }) => {
-                    self.metrics.delivery(channel.as_str(), "failed");
                     tracing::warn!(message = "Message rejected; not retried", subscriber = %subscriber.address, error = %reason);
-                    return self.store.mark_failed(&c.id, attempts, &reason).await;
+                    return self.fail(c, channel, attempts, &reason).await;
                 }
                 Ok(()) => {
                     part += 1;
@@ -374,14 +370,13 @@ impl Engine {
                         limits.pause(&destination, wait);
                     }
                     if attempts >= self.delivery.max_attempts {
-                        self.metrics.delivery(channel.as_str(), "failed");
                         tracing::warn!(message = "Delivery failed after the last attempt", subscriber = %subscriber.address, attempts, error = %reason);
-                        return self.store.mark_failed(&c.id, attempts, &reason).await;
+                        return self.fail(c, channel, attempts, &reason).await;
                     }
                     let wait = retry_after
                         .unwrap_or_default()
                         .max(self.backoff(&c.id, attempts));
-                    let next = Utc::now() + chrono::Duration::from_std(wait).unwrap_or_default();
+                    let next = after(wait);
                     self.metrics.delivery(channel.as_str(), "retry");
                     tracing::info!(message = "Delivery will be retried", subscriber = %subscriber.address, attempts, wait_secs = wait.as_secs(), error = %reason);
                     return self.store.mark_retry(&c.id, attempts, next, &reason).await;
@@ -394,16 +389,15 @@ impl Engine {
                         tracing::error!(message = "Channel paused: its relay is down or refused our login; deliveries wait, nobody is marked bounced", channel = channel.as_str(), pause_secs = wait.as_secs_f64(), error = %reason);
                     }
                     self.metrics.delivery(channel.as_str(), "paused");
-                    let next = Utc::now() + chrono::Duration::from_std(wait).unwrap_or_default();
+                    let next = after(wait);
                     return self
                         .store
                         .mark_retry(&c.id, c.attempts, next, &reason)
                         .await;
                 }
                 Err(SendError::Permanent { reason }) => {
-                    self.metrics.delivery(channel.as_str(), "failed");
                     tracing::warn!(message = "Subscriber disabled after a permanent delivery failure", subscriber = %subscriber.address, error = %reason);
-                    self.store.mark_failed(&c.id, attempts, &reason).await?;
+                    self.fail(c, channel, attempts, &reason).await?;
                     self.store
                         .set_subscriber_status(
                             subscriber.id,
@@ -417,6 +411,18 @@ impl Engine {
         }
         self.metrics.delivery(channel.as_str(), "sent");
         self.store.mark_sent(&c.id, attempts, Utc::now()).await
+    }
+
+    /// Settles a delivery as failed and counts it.
+    async fn fail(
+        &self,
+        c: &Claimed,
+        channel: Channel,
+        attempts: u32,
+        reason: &str,
+    ) -> anyhow::Result<()> {
+        self.metrics.delivery(channel.as_str(), "failed");
+        self.store.mark_failed(&c.id, attempts, reason).await
     }
 
     /// Exponential backoff with jitter: base × 2^(attempt-1), capped, times a factor in
@@ -443,4 +449,9 @@ impl Engine {
     pub fn distinct_renders(&self) -> usize {
         self.cache.len()
     }
+}
+
+/// The time `wait` from now.
+fn after(wait: Duration) -> DateTime<Utc> {
+    Utc::now() + chrono::Duration::from_std(wait).unwrap_or_default()
 }
