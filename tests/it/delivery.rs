@@ -14,7 +14,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use chrono::Utc;
-use kdigest::deliver::engine::{Engine, Until};
+use kdigest::deliver::engine::Engine;
 use kdigest::metrics::Metrics;
 use kdigest::model::{Filter, Score};
 use kdigest::pipeline;
@@ -169,16 +169,7 @@ async fn webhook_deliveries_are_signed_filtered_retried_and_disabled_per_subscri
         0,
         "planning twice adds nothing"
     );
-    let (_tx, rx) = tokio::sync::watch::channel(false);
-    engine
-        .run(
-            Until::Idle {
-                max_wait: Duration::from_secs(10),
-            },
-            rx,
-        )
-        .await
-        .unwrap();
+    crate::helpers::run_until_idle(&engine, Duration::from_secs(10)).await;
 
     let log = receiver.log.lock().unwrap().clone();
     let got = |p: &str| log.iter().filter(|r| r.path == p).count();

@@ -89,16 +89,7 @@ async fn newsletters_arrive_as_multipart_with_list_headers_and_one_click_unsubsc
     .await;
     let (config, store, digest, engine) = (day.config, day.store, day.digest, day.engine);
     let (alice, bounce) = (day.ids[0], day.ids[1]);
-    let (_tx, rx) = tokio::sync::watch::channel(false);
-    engine
-        .run(
-            Until::Idle {
-                max_wait: Duration::from_secs(10),
-            },
-            rx,
-        )
-        .await
-        .unwrap();
+    crate::helpers::run_until_idle(&engine, Duration::from_secs(10)).await;
 
     let received = mails.lock().unwrap().clone();
     assert_eq!(
@@ -262,15 +253,7 @@ async fn a_relay_outage_pauses_email_without_using_attempts_or_bouncing_anyone()
     // The relay comes back on the same port: after the pause everything goes out.
     let (_, mails) = crate::smtp::spawn_smtp_on(port);
     tokio::time::sleep(Duration::from_millis(600)).await;
-    engine
-        .run(
-            Until::Idle {
-                max_wait: Duration::from_secs(5),
-            },
-            rx,
-        )
-        .await
-        .unwrap();
+    crate::helpers::run_until_idle(&engine, Duration::from_secs(5)).await;
     assert_eq!(mails.lock().unwrap().len(), 3);
     let counts = store.delivery_counts(digest.date).await.unwrap();
     assert_eq!((counts.pending, counts.sent), (0, 3));

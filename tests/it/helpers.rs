@@ -484,3 +484,15 @@ pub fn serve_account(
         std::future::pending(),
     ));
 }
+
+/// Runs the delivery engine until nothing is due within `max_wait`.
+pub async fn run_until_idle(
+    engine: &std::sync::Arc<kdigest::deliver::engine::Engine>,
+    max_wait: std::time::Duration,
+) {
+    let (_tx, rx) = tokio::sync::watch::channel(false);
+    engine
+        .run(kdigest::deliver::engine::Until::Idle { max_wait }, rx)
+        .await
+        .unwrap();
+}
