@@ -74,7 +74,7 @@ fn one_run(
 
 fn bench_listing(config: &Config) {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/reference/feeds/arxiv_rss_listing.xml");
+        .join("tests/fixtures/reference/feeds/arxiv_rss_listing.xml");
     let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let source = SourceConfig {
         name: "arXiv".into(),

@@ -18,6 +18,7 @@ pub mod classify;
 pub mod cli;
 pub mod cluster;
 pub mod config;
+pub mod crontab;
 pub mod daemon;
 pub mod deliver;
 pub mod demo;

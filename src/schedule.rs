@@ -1,4 +1,5 @@
-//! When digests run: a cron expression read in a time zone. Pure: the caller passes "now".
+//! When digests run: a crontab expression ([`crate::crontab`]) read in a time zone. Pure: the
+//! caller passes "now".
 //!
 //! The cron expression is matched against local wall-clock time, then each local time is
 //! turned into an instant with this DST policy:
@@ -12,11 +13,6 @@ use chrono::{DateTime, Duration, NaiveDateTime, TimeZone, Utc};
 use chrono_tz::Tz;
 
 use crate::config::ScheduleConfig;
-
-/// Local wall-clock time as a UTC value, so the cron crate sees no DST at all.
-fn naive_as_utc(t: NaiveDateTime) -> DateTime<Utc> {
-    Utc.from_utc_datetime(&t)
-}
 
 /// The instant of a local time under the DST policy above.
 pub fn resolve_local(tz: Tz, local: NaiveDateTime) -> DateTime<Utc> {
@@ -34,34 +30,34 @@ pub fn resolve_local(tz: Tz, local: NaiveDateTime) -> DateTime<Utc> {
 pub fn next_run(schedule: &ScheduleConfig, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
     let local = after.with_timezone(&schedule.timezone).naive_local();
     // A tick can map to an instant before `after` only around DST changes; skip those.
-    schedule
-        .cron
-        .after(&naive_as_utc(local - Duration::hours(3)))
-        .take(10_000)
-        .map(|t| resolve_local(schedule.timezone, t.naive_utc()))
-        .find(|t| *t > after)
+    std::iter::successors(schedule.cron.next_after(local - Duration::hours(3)), |t| {
+        schedule.cron.next_after(*t)
+    })
+    .take(10_000)
+    .map(|t| resolve_local(schedule.timezone, t))
+    .find(|t| *t > after)
 }
 
 /// The latest run at or before `now`: what catch-up looks for.
 pub fn previous_run(schedule: &ScheduleConfig, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
     let local = now.with_timezone(&schedule.timezone).naive_local();
-    schedule
-        .cron
-        .after(&naive_as_utc(local + Duration::hours(3)))
-        .rev()
-        .take(10_000)
-        .map(|t| resolve_local(schedule.timezone, t.naive_utc()))
-        .find(|t| *t <= now)
+    std::iter::successors(
+        schedule.cron.last_at_or_before(local + Duration::hours(3)),
+        |t| schedule.cron.last_at_or_before(*t - Duration::minutes(1)),
+    )
+    .take(10_000)
+    .map(|t| resolve_local(schedule.timezone, t))
+    .find(|t| *t <= now)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::parse_cron;
+    use crate::crontab::Crontab;
 
     fn schedule(cron: &str, tz: &str) -> ScheduleConfig {
         ScheduleConfig {
-            cron: parse_cron(cron).unwrap(),
+            cron: Crontab::parse(cron).unwrap(),
             expression: cron.into(),
             timezone: tz.parse().unwrap(),
         }
@@ -113,12 +109,54 @@ mod tests {
         );
     }
 
+    /// Next fire times computed outside this code, from the POSIX rules: a brute-force
+    /// matcher that walks UTC minutes through Python's zoneinfo, fires on the first instant
+    /// a matching local minute is reached, and fires gap minutes at the gap's end (the
+    /// policy in the module comment). Columns: expression, zone, after, expected next run.
+    const POSIX_TABLE: &[(&str, &str, &str, &str)] = &[
+            ("0 8 * * 1-5", "Asia/Shanghai", "2026-12-04T01:00:00Z", "2026-12-07T00:00:00Z"),
+            ("0 8 * * 1-5", "Asia/Shanghai", "2026-12-06T12:00:00Z", "2026-12-07T00:00:00Z"),
+            ("0 0 * * 0", "UTC", "2026-12-01T00:00:00Z", "2026-12-06T00:00:00Z"),
+            ("0 0 * * 7", "UTC", "2026-12-06T00:00:00Z", "2026-12-13T00:00:00Z"),
+            ("30 2 * * *", "Europe/Berlin", "2026-03-28T12:00:00Z", "2026-03-29T01:00:00Z"),
+            ("30 2 * * *", "Europe/Berlin", "2026-03-29T01:00:00Z", "2026-03-30T00:30:00Z"),
+            ("*/20 2 * * *", "Europe/Berlin", "2026-03-28T23:00:00Z", "2026-03-29T01:00:00Z"),
+            ("30 2 * * *", "Europe/Berlin", "2026-10-24T12:00:00Z", "2026-10-25T00:30:00Z"),
+            ("30 2 * * *", "Europe/Berlin", "2026-10-25T00:30:00Z", "2026-10-26T01:30:00Z"),
+            ("0 2 * * sun", "America/New_York", "2026-03-07T12:00:00Z", "2026-03-08T07:00:00Z"),
+            ("30 1 * * *", "America/New_York", "2026-10-31T12:00:00Z", "2026-11-01T05:30:00Z"),
+            ("30 1 * * *", "America/New_York", "2026-11-01T05:30:00Z", "2026-11-02T06:30:00Z"),
+            ("15 2 * * *", "Australia/Lord_Howe", "2026-10-03T12:00:00Z", "2026-10-03T15:30:00Z"),
+            ("0 0 1 * mon", "UTC", "2026-12-01T00:00:00Z", "2026-12-07T00:00:00Z"),
+            ("0 9 29 2 *", "Asia/Tokyo", "2026-03-01T00:00:00Z", "2028-02-29T00:00:00Z"),
+            ("@monthly", "Europe/London", "2026-03-15T00:00:00Z", "2026-03-31T23:00:00Z"),
+            ("0 8 * * mon-fri", "Europe/London", "2026-10-24T12:00:00Z", "2026-10-26T08:00:00Z"),
+            ("45 23 * * 5", "Pacific/Auckland", "2026-04-03T00:00:00Z", "2026-04-03T10:45:00Z"),
+        ];
+
     #[test]
-    fn six_field_form_with_seconds_is_accepted() {
-        let s = schedule("0 0 8 * * *", "UTC");
-        assert_eq!(
-            next_run(&s, utc("2026-10-28T07:00:00Z")).unwrap(),
-            utc("2026-10-28T08:00:00Z")
-        );
+    fn next_runs_match_the_posix_table_dst_included() {
+        for (expr, tz, after, expected) in POSIX_TABLE {
+            let s = schedule(expr, tz);
+            assert_eq!(
+                next_run(&s, utc(after)),
+                Some(utc(expected)),
+                "{expr} in {tz} after {after}"
+            );
+        }
+    }
+
+    #[test]
+    fn previous_run_is_the_table_inverted() {
+        // The run before each expected next run's successor is that run itself.
+        for (expr, tz, _, expected) in POSIX_TABLE {
+            let s = schedule(expr, tz);
+            let run = utc(expected);
+            assert_eq!(previous_run(&s, run), Some(run), "{expr} in {tz}");
+            assert!(
+                previous_run(&s, run - Duration::minutes(1)).is_none_or(|p| p < run),
+                "{expr} in {tz}"
+            );
+        }
     }
 }

@@ -1,34 +1,49 @@
 //! Reading sections out of the TOML table and describing serde's errors: key paths, unknown
 //! keys with the nearest valid one, every problem collected rather than the first.
 
-use serde::de::DeserializeOwned;
+use serde::de::{DeserializeOwned, IntoDeserializer};
+
+use super::location::key_at;
 
 use super::raw::{RawLayer, RawSource};
 
+/// The parsed document: toml_edit keeps the byte span of every key and value, so a problem
+/// can point at its line and column.
+pub(super) type Doc = toml_edit::ImDocument<String>;
+
 pub(super) fn section<T: DeserializeOwned + Default>(
-    table: &toml::Table,
+    doc: &Doc,
     key: &str,
     problems: &mut Vec<String>,
 ) -> T {
-    match table.get(key) {
+    match doc.get(key) {
         None => T::default(),
-        Some(value) => deserialize_at(value.clone(), key, problems).unwrap_or_default(),
+        Some(item) => deserialize_at(doc, item, key, problems).unwrap_or_default(),
     }
 }
 
 /// Deserialises a table; unknown keys are reported and dropped one by one so the rest of
 /// the section is still checked (serde stops at the first error).
 pub(super) fn deserialize_at<T: DeserializeOwned>(
-    mut value: toml::Value,
+    doc: &Doc,
+    item: &toml_edit::Item,
     path: &str,
     problems: &mut Vec<String>,
 ) -> Option<T> {
+    let Ok(mut value) = item.clone().into_value() else {
+        problems.push(format!("{path}: expected a table such as [{path}]"));
+        return None;
+    };
     loop {
-        match value.clone().try_into::<T>() {
+        match T::deserialize(value.clone().into_deserializer()) {
             Ok(v) => return Some(v),
             Err(e) => {
-                problems.push(describe_serde_error(path, e.message()));
-                let removed = match (unknown_field(e.message()), value.as_table_mut()) {
+                let at = e.span().and_then(|span| key_at(doc, &span));
+                problems.push(describe_serde_error(
+                    at.as_deref().unwrap_or(path),
+                    e.message(),
+                ));
+                let removed = match (unknown_field(e.message()), value.as_inline_table_mut()) {
                     (Some(field), Some(table)) => table.remove(&field).is_some(),
                     _ => false,
                 };
@@ -45,12 +60,9 @@ pub(super) fn unknown_field(message: &str) -> Option<String> {
     Some(rest.split('`').next()?.to_string())
 }
 
-pub(super) fn raw_sources(
-    table: &toml::Table,
-    problems: &mut Vec<String>,
-) -> Option<Vec<RawSource>> {
-    let value = table.get("sources")?;
-    let Some(array) = value.as_array() else {
+pub(super) fn raw_sources(doc: &Doc, problems: &mut Vec<String>) -> Option<Vec<RawSource>> {
+    let item = doc.get("sources")?;
+    let Some(array) = item.as_array_of_tables() else {
         problems
             .push("sources: expected an array of tables ([[sources]]), got a single value".into());
         return Some(Vec::new());
@@ -58,25 +70,25 @@ pub(super) fn raw_sources(
     let parsed = array
         .iter()
         .enumerate()
-        .filter_map(|(i, v)| deserialize_at(v.clone(), &format!("sources[{i}]"), problems))
+        .filter_map(|(i, t)| {
+            let item = toml_edit::Item::Table(t.clone());
+            deserialize_at(doc, &item, &format!("sources[{i}]"), problems)
+        })
         .collect();
     Some(parsed)
 }
 
-pub(super) fn raw_layers(
-    table: &toml::Table,
-    problems: &mut Vec<String>,
-) -> Option<Vec<(String, RawLayer)>> {
-    let value = table.get("layers")?;
-    let Some(layers) = value.as_table() else {
+pub(super) fn raw_layers(doc: &Doc, problems: &mut Vec<String>) -> Option<Vec<(String, RawLayer)>> {
+    let item = doc.get("layers")?;
+    let Some(layers) = item.as_table_like() else {
         problems.push("layers: expected tables such as [layers.runtime]".into());
         return Some(Vec::new());
     };
     let parsed = layers
         .iter()
-        .filter_map(|(name, v)| {
-            deserialize_at(v.clone(), &format!("layers.{name}"), problems)
-                .map(|l| (name.clone(), l))
+        .filter_map(|(name, item)| {
+            deserialize_at(doc, item, &format!("layers.{name}"), problems)
+                .map(|l| (name.to_string(), l))
         })
         .collect();
     Some(parsed)
@@ -94,7 +106,29 @@ pub(super) fn describe_serde_error(path: &str, message: &str) -> String {
         let field = rest.trim_end_matches('`');
         return format!("{path}.{field}: required key is missing; add `{field} = ...`");
     }
-    format!("{path}: {message}")
+    format!("{path}: {}", plain_types(message))
+}
+
+/// serde names Rust types ("expected usize"); a config file's reader thinks in TOML types.
+fn plain_types(message: &str) -> String {
+    let mut out = message.to_string();
+    for (rust, toml) in [
+        ("expected usize", "expected an integer"),
+        ("expected u64", "expected an integer"),
+        ("expected u32", "expected an integer"),
+        ("expected u16", "expected an integer"),
+        ("expected u8", "expected an integer"),
+        ("expected i64", "expected an integer"),
+        ("expected f64", "expected a number"),
+        ("expected f32", "expected a number"),
+        ("expected a boolean", "expected true or false"),
+        ("expected a sequence", "expected an array [...]"),
+    ] {
+        if let Some(rest) = out.strip_suffix(rust) {
+            out = format!("{rest}{toml}");
+        }
+    }
+    out
 }
 
 pub(super) fn unknown_key_message(key: &str, parent: &str, allowed: &[&str]) -> String {

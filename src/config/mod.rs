@@ -14,15 +14,16 @@ use chrono_tz::Tz;
 use crate::model::{Score, SourceKind};
 
 mod keys;
+mod location;
 mod raw;
 mod secret;
 mod service;
 mod validate;
 
 use keys::*;
+pub use location::Location;
 pub use raw::*;
 pub use secret::Secret;
-pub use service::parse_cron;
 use service::*;
 pub use validate::parse_location;
 use validate::*;
@@ -40,7 +41,29 @@ pub const DEFAULT_LAYERS: &[&str] = &[
 /// All problems found in one configuration. Exit code 2.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError {
-    pub problems: Vec<String>,
+    /// The file the problems are in, once known (set by [`Config::load`]).
+    pub file: Option<PathBuf>,
+    pub problems: Vec<Problem>,
+}
+
+/// One problem: a message that starts with the key path, and where that key is in the file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub message: String,
+    pub at: Option<Location>,
+}
+
+impl ConfigError {
+    /// A problem with no place in the file (a missing variable, an unreadable file).
+    pub fn new(message: impl Into<String>) -> ConfigError {
+        ConfigError {
+            file: None,
+            problems: vec![Problem {
+                message: message.into(),
+                at: None,
+            }],
+        }
+    }
 }
 
 impl fmt::Display for ConfigError {
@@ -52,7 +75,24 @@ impl fmt::Display for ConfigError {
             if n == 1 { "" } else { "s" }
         )?;
         for p in &self.problems {
-            write!(f, "\n  - {p}")?;
+            let Some(at) = &p.at else {
+                write!(f, "\n  - {}", p.message)?;
+                continue;
+            };
+            match &self.file {
+                Some(file) => write!(f, "\n  - {}:{}:{}: ", file.display(), at.line, at.column)?,
+                None => write!(f, "\n  - line {}, column {}: ", at.line, at.column)?,
+            }
+            let number = at.line.to_string();
+            let pad = " ".repeat(number.len());
+            write!(
+                f,
+                "{}\n      {pad} |\n      {number} | {}\n      {pad} | {}{}",
+                p.message,
+                at.source_line,
+                " ".repeat(at.column - 1),
+                "^".repeat(at.width)
+            )?;
         }
         Ok(())
     }
@@ -170,8 +210,8 @@ pub struct TelegramConfig {
 
 #[derive(Debug, Clone)]
 pub struct ScheduleConfig {
-    /// Normalised to the 6/7-field form the cron crate reads.
-    pub cron: cron::Schedule,
+    /// Crontab's five fields, matched against local time in `timezone`.
+    pub cron: crate::crontab::Crontab,
     /// The expression as written, for messages.
     pub expression: String,
     pub timezone: Tz,
@@ -332,16 +372,38 @@ const TOP_LEVEL_KEYS: &[&str] = &[
     "signup",
 ];
 
+/// Gives each problem the place of the key its message starts with ("fetch.timeout: ...").
+fn locate(text: &str, doc: &Doc, problems: Vec<String>) -> ConfigError {
+    let problems = problems
+        .into_iter()
+        .map(|message| {
+            let at = message
+                .split_once(": ")
+                .and_then(|(path, _)| location::path_span(doc, path))
+                .map(|span| Location::of_span(text, span));
+            Problem { message, at }
+        })
+        .collect();
+    ConfigError {
+        file: None,
+        problems,
+    }
+}
+
 impl Config {
     /// Parses and validates configuration text. Relative file paths stay relative to the
     /// working directory; [`Config::load`] resolves them against the config file instead.
     pub fn parse(text: &str) -> Result<Config, ConfigError> {
-        let table: toml::Table = text.parse().map_err(|e: toml::de::Error| ConfigError {
-            problems: vec![format!("TOML syntax error: {}", e.message().trim())],
+        let table: Doc = text.parse().map_err(|e: toml_edit::TomlError| ConfigError {
+            file: None,
+            problems: vec![Problem {
+                message: format!("TOML syntax error: {}", e.message().trim()),
+                at: e.span().map(|span| Location::of_span(text, span)),
+            }],
         })?;
         let mut problems = Vec::new();
-        for key in table.keys() {
-            if !TOP_LEVEL_KEYS.contains(&key.as_str()) {
+        for (key, _) in table.iter() {
+            if !TOP_LEVEL_KEYS.contains(&key) {
                 problems.push(unknown_key_message(key, "", TOP_LEVEL_KEYS));
             }
         }
@@ -382,20 +444,23 @@ impl Config {
         if problems.is_empty() {
             Ok(config)
         } else {
-            Err(ConfigError { problems })
+            Err(locate(text, &table, problems))
         }
     }
 
     /// Reads and parses a file; relative source, storage and template paths are taken
     /// relative to the file's directory.
     pub fn load(path: &std::path::Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
-            problems: vec![format!(
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            ConfigError::new(format!(
                 "Cannot read config file {}: {e}; pass --config PATH or set KDIGEST_CONFIG",
                 path.display()
-            )],
+            ))
         })?;
-        let mut config = Config::parse(&text)?;
+        let mut config = Config::parse(&text).map_err(|mut e| {
+            e.file = Some(path.to_path_buf());
+            e
+        })?;
         let base = path.parent().unwrap_or(std::path::Path::new("."));
         config.resolve_relative_paths(base);
         Ok(config)
@@ -433,6 +498,55 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_syntax_error_gives_line_column_and_the_line() {
+        let text = "[digest]\nlanguage = \"en\"\n\n[fetch]\nconcurrency = 32\ntimeout_secs = = 5\n";
+        let err = Config::parse(text).unwrap_err();
+        let at = err.problems[0].at.as_ref().expect("a position");
+        assert_eq!((at.line, at.column), (6, 16), "{err}");
+        assert_eq!(at.source_line, "timeout_secs = = 5");
+        let shown = err.to_string();
+        assert!(shown.contains("line 6, column 16: TOML syntax error"), "{shown}");
+        assert!(shown.contains("6 | timeout_secs = = 5"), "{shown}");
+    }
+
+    #[test]
+    fn a_type_error_names_the_key_its_line_and_the_toml_type() {
+        let text = "[digest]\nlanguage = \"en\"\n\n[fetch]\nconcurrency = \"32\"\n";
+        let mut err = Config::parse(text).unwrap_err();
+        assert_eq!(err.problems.len(), 1, "{err}");
+        let p = &err.problems[0];
+        assert_eq!(
+            p.message,
+            "fetch.concurrency: invalid type: string \"32\", expected an integer"
+        );
+        let at = p.at.as_ref().unwrap();
+        assert_eq!((at.line, at.column, at.width), (5, 15, 4), "the value is underlined");
+        err.file = Some("config.toml".into());
+        let shown = err.to_string();
+        assert!(
+            shown.contains("- config.toml:5:15: fetch.concurrency: invalid type"),
+            "{shown}"
+        );
+        assert!(shown.contains("5 | concurrency = \"32\""), "{shown}");
+    }
+
+    #[test]
+    fn problems_in_an_array_of_tables_point_at_that_entry() {
+        let text = "[[sources]]\nname = \"a\"\nurl = \"https://a.example/feed\"\n\n[[sources]]\nname = \"b\"\nurl = \"https://b.example/feed\"\nweight = \"high\"\n";
+        let err = Config::parse(text).unwrap_err();
+        let p = err
+            .problems
+            .iter()
+            .find(|p| p.message.starts_with("sources[1].weight: invalid type"))
+            .unwrap_or_else(|| panic!("{err}"));
+        assert!(p.message.ends_with("expected a number"), "{err}");
+        assert_eq!(p.at.as_ref().unwrap().line, 8, "{err}");
+        let missing = &err.problems[0];
+        assert!(missing.message.starts_with("sources[0].kind: required key"), "{err}");
+        assert_eq!(missing.at.as_ref().unwrap().line, 1, "a missing key points at its table");
+    }
+
+    #[test]
     fn empty_file_is_a_working_configuration() {
         let c = Config::parse("").unwrap();
         assert_eq!(c.digest.language, "zh-CN");
@@ -446,11 +560,11 @@ mod tests {
         let err = Config::parse("[digest]\nlanguge = \"en\"\n").unwrap_err();
         assert_eq!(err.problems.len(), 1, "{err}");
         assert!(
-            err.problems[0].starts_with("digest.languge: unknown key; did you mean `language`?"),
+            err.problems[0].message.starts_with("digest.languge: unknown key; did you mean `language`?"),
             "{err}"
         );
         let err = Config::parse("[fech]\n").unwrap_err();
-        assert!(err.problems[0].contains("did you mean `fetch`?"), "{err}");
+        assert!(err.problems[0].message.contains("did you mean `fetch`?"), "{err}");
     }
 
     #[test]
@@ -488,7 +602,7 @@ kind = "podcast"
     #[test]
     fn score_weights_must_sum_to_100() {
         let err = Config::parse("[score]\nsource = 50\n").unwrap_err();
-        assert!(err.problems[0].contains("add up to 130"), "{err}");
+        assert!(err.problems[0].message.contains("add up to 130"), "{err}");
     }
 
     #[test]

@@ -14,11 +14,9 @@ impl Secret {
     pub fn from_env(var: &str, purpose: &str) -> Result<Secret, ConfigError> {
         match std::env::var(var) {
             Ok(v) if !v.trim().is_empty() => Ok(Secret(v.trim().to_string())),
-            _ => Err(ConfigError {
-                problems: vec![format!(
-                    "Environment variable {var} is not set; it must hold {purpose}"
-                )],
-            }),
+            _ => Err(ConfigError::new(format!(
+                "Environment variable {var} is not set; it must hold {purpose}"
+            ))),
         }
     }
 

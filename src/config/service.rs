@@ -4,25 +4,10 @@ use std::time::Duration;
 
 use chrono_tz::Tz;
 
+use crate::crontab::Crontab;
+
 use super::raw::*;
 use super::*;
-
-/// Accepts crontab's 5 fields (minute hour day month weekday) and the cron crate's 6 or 7
-/// (with seconds first, optional year last).
-pub fn parse_cron(expression: &str) -> Result<cron::Schedule, String> {
-    use std::str::FromStr;
-    let fields = expression.split_whitespace().count();
-    let normalized = match fields {
-        5 => format!("0 {expression}"),
-        6 | 7 => expression.to_string(),
-        n => {
-            return Err(format!(
-                "has {n} fields; use 5 (\"0 8 * * *\") or 6 with seconds (\"0 0 8 * * *\")"
-            ));
-        }
-    };
-    cron::Schedule::from_str(&normalized).map_err(|e| format!("is not a cron expression ({e})"))
-}
 
 pub(super) fn validate_schedule(
     raw: RawSchedule,
@@ -33,9 +18,9 @@ pub(super) fn validate_schedule(
         None => default_tz,
         Some(name) => timezone("schedule.timezone", name, problems),
     };
-    let cron = parse_cron(&raw.cron).unwrap_or_else(|why| {
+    let cron = Crontab::parse(&raw.cron).unwrap_or_else(|why| {
         problems.push(format!("schedule.cron: \"{}\" {why}", raw.cron));
-        parse_cron("0 8 * * *").expect("default cron parses")
+        Crontab::parse("0 8 * * *").expect("default cron parses")
     });
     ScheduleConfig {
         cron,

@@ -78,18 +78,16 @@ impl LlmClient {
         if !base.path().ends_with('/') {
             base.set_path(&format!("{}/", base.path()));
         }
-        let endpoint = base.join("chat/completions").map_err(|e| ConfigError {
-            problems: vec![format!(
+        let endpoint = base.join("chat/completions").map_err(|e| {
+            ConfigError::new(format!(
                 "summarize.base_url: cannot build the chat endpoint: {e}"
-            )],
+            ))
         })?;
         let http = reqwest::Client::builder()
             .timeout(config.timeout)
             .connect_timeout(Duration::from_secs(10))
             .build()
-            .map_err(|e| ConfigError {
-                problems: vec![format!("Cannot build the HTTP client: {e}")],
-            })?;
+            .map_err(|e| ConfigError::new(format!("Cannot build the HTTP client: {e}")))?;
         Ok(LlmClient {
             http,
             endpoint,

@@ -20,15 +20,10 @@ pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// ../shared/reference beside the project (CI lays it there too).
+/// Real-world feeds, platform specs and payloads, copied into the repository
+/// (tests/fixtures/PROVENANCE.md says where each comes from).
 pub fn reference_dir() -> PathBuf {
-    let dir = repo_root().join("../shared/reference");
-    assert!(
-        dir.exists(),
-        "tests need ../shared/reference beside the project: {}",
-        dir.display()
-    );
-    dir
+    repo_root().join("tests/fixtures/reference")
 }
 
 #[derive(Default)]

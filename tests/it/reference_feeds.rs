@@ -1,4 +1,4 @@
-//! Every real-world feed in ../shared/reference/feeds: parsed, or a named error; never a panic.
+//! Every real-world feed in tests/fixtures/reference/feeds: parsed, or a named error; never a panic.
 
 use chrono::{TimeZone, Utc};
 use kdigest::config::{SourceConfig, SourceLocation};

@@ -1,5 +1,5 @@
 //! A loopback Bot API: scripted getUpdates, per-chat failure modes for sendMessage, and a
-//! check of every request against ../shared/reference/platform/telegram-bot-api.json.
+//! check of every request against tests/fixtures/reference/platform/telegram-bot-api.json.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
