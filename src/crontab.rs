@@ -208,7 +208,10 @@ fn bits(text: &str, field: &Field) -> Result<u64, CrontabError> {
         let (range, step) = match part.split_once('/') {
             Some((r, s)) => {
                 let step: u32 = s.parse().ok().filter(|s| *s > 0).ok_or_else(|| {
-                    error(field, format!("step \"{s}\" in \"{part}\" is not a positive number"))
+                    error(
+                        field,
+                        format!("step \"{s}\" in \"{part}\" is not a positive number"),
+                    )
                 })?;
                 (r, Some(step))
             }
@@ -219,7 +222,11 @@ fn bits(text: &str, field: &Field) -> Result<u64, CrontabError> {
         } else if let Some((a, b)) = range.split_once('-') {
             let (a, b) = (value(a, field)?, value(b, field)?);
             // "fri-sun" means Friday to Sunday: Sunday ends a weekday range as 7.
-            let b = if field.max == 7 && b == 0 && a > 0 { 7 } else { b };
+            let b = if field.max == 7 && b == 0 && a > 0 {
+                7
+            } else {
+                b
+            };
             (a, b)
         } else {
             let v = value(range, field)?;
@@ -290,30 +297,72 @@ mod tests {
     #[test]
     fn weekdays_mean_what_crontab_means() {
         // 2026-12-04 is a Friday.
-        assert_eq!(next("0 8 * * 1-5", "2026-12-04 09:00"), "2026-12-07 08:00 Mon");
-        assert_eq!(next("0 0 * * 0", "2026-12-01 00:00"), "2026-12-06 00:00 Sun");
-        assert_eq!(next("0 0 * * 7", "2026-12-01 00:00"), "2026-12-06 00:00 Sun");
-        assert_eq!(next("0 0 * * sat,SUN", "2026-12-01 00:00"), "2026-12-05 00:00 Sat");
-        assert_eq!(next("0 0 * * fri-sun", "2026-12-06 00:00"), "2026-12-11 00:00 Fri");
-        assert_eq!(next("0 0 * * 5-7", "2026-12-06 00:00"), "2026-12-11 00:00 Fri");
+        assert_eq!(
+            next("0 8 * * 1-5", "2026-12-04 09:00"),
+            "2026-12-07 08:00 Mon"
+        );
+        assert_eq!(
+            next("0 0 * * 0", "2026-12-01 00:00"),
+            "2026-12-06 00:00 Sun"
+        );
+        assert_eq!(
+            next("0 0 * * 7", "2026-12-01 00:00"),
+            "2026-12-06 00:00 Sun"
+        );
+        assert_eq!(
+            next("0 0 * * sat,SUN", "2026-12-01 00:00"),
+            "2026-12-05 00:00 Sat"
+        );
+        assert_eq!(
+            next("0 0 * * fri-sun", "2026-12-06 00:00"),
+            "2026-12-11 00:00 Fri"
+        );
+        assert_eq!(
+            next("0 0 * * 5-7", "2026-12-06 00:00"),
+            "2026-12-11 00:00 Fri"
+        );
     }
 
     #[test]
     fn both_day_fields_restricted_means_either() {
         // 1st of the month or any Monday; 2026-12-01 is a Tuesday.
-        assert_eq!(next("0 0 1 * mon", "2026-12-01 00:00"), "2026-12-07 00:00 Mon");
-        assert_eq!(next("0 0 1 * mon", "2026-12-28 00:00"), "2027-01-01 00:00 Fri");
+        assert_eq!(
+            next("0 0 1 * mon", "2026-12-01 00:00"),
+            "2026-12-07 00:00 Mon"
+        );
+        assert_eq!(
+            next("0 0 1 * mon", "2026-12-28 00:00"),
+            "2027-01-01 00:00 Fri"
+        );
         // A star (even with a step) in one of them means both must match.
-        assert_eq!(next("0 0 */2 * mon", "2026-12-01 00:00"), "2026-12-07 00:00 Mon");
-        assert_eq!(next("0 0 */2 * mon", "2026-12-08 00:00"), "2026-12-21 00:00 Mon");
+        assert_eq!(
+            next("0 0 */2 * mon", "2026-12-01 00:00"),
+            "2026-12-07 00:00 Mon"
+        );
+        assert_eq!(
+            next("0 0 */2 * mon", "2026-12-08 00:00"),
+            "2026-12-21 00:00 Mon"
+        );
     }
 
     #[test]
     fn steps_lists_ranges_names_and_macros() {
-        assert_eq!(next("*/15 9-10 * * *", "2026-12-01 09:50"), "2026-12-01 10:00 Tue");
-        assert_eq!(next("5/20 * * * *", "2026-12-01 09:50"), "2026-12-01 10:05 Tue");
-        assert_eq!(next("0 0 1 jan,Jul *", "2026-12-01 00:00"), "2027-01-01 00:00 Fri");
-        assert_eq!(next("0 0 29 2 *", "2026-12-01 00:00"), "2028-02-29 00:00 Tue");
+        assert_eq!(
+            next("*/15 9-10 * * *", "2026-12-01 09:50"),
+            "2026-12-01 10:00 Tue"
+        );
+        assert_eq!(
+            next("5/20 * * * *", "2026-12-01 09:50"),
+            "2026-12-01 10:05 Tue"
+        );
+        assert_eq!(
+            next("0 0 1 jan,Jul *", "2026-12-01 00:00"),
+            "2027-01-01 00:00 Fri"
+        );
+        assert_eq!(
+            next("0 0 29 2 *", "2026-12-01 00:00"),
+            "2028-02-29 00:00 Tue"
+        );
         assert_eq!(next("@weekly", "2026-12-01 00:00"), "2026-12-06 00:00 Sun");
         assert_eq!(next("@hourly", "2026-12-01 23:00"), "2026-12-02 00:00 Wed");
         assert_eq!(next("@DAILY", "2026-12-31 12:00"), "2027-01-01 00:00 Fri");
@@ -322,15 +371,27 @@ mod tests {
     #[test]
     fn last_at_or_before_includes_the_minute_itself() {
         let c = Crontab::parse("0 8 * * 1-5").unwrap();
-        assert_eq!(c.last_at_or_before(at("2026-12-07 08:00")), Some(at("2026-12-07 08:00")));
-        assert_eq!(c.last_at_or_before(at("2026-12-07 07:59")), Some(at("2026-12-04 08:00")));
+        assert_eq!(
+            c.last_at_or_before(at("2026-12-07 08:00")),
+            Some(at("2026-12-07 08:00"))
+        );
+        assert_eq!(
+            c.last_at_or_before(at("2026-12-07 07:59")),
+            Some(at("2026-12-04 08:00"))
+        );
     }
 
     #[test]
     fn errors_name_the_field_and_the_crontab_range() {
         let e = |s: &str| Crontab::parse(s).unwrap_err().to_string();
-        assert_eq!(e("0 25 * * *"), "hour field: 25 is out of range; allowed: 0-23");
-        assert_eq!(e("60 8 * * *"), "minute field: 60 is out of range; allowed: 0-59");
+        assert_eq!(
+            e("0 25 * * *"),
+            "hour field: 25 is out of range; allowed: 0-23"
+        );
+        assert_eq!(
+            e("60 8 * * *"),
+            "minute field: 60 is out of range; allowed: 0-59"
+        );
         assert_eq!(
             e("0 8 * * 8"),
             "day of week field: 8 is out of range; allowed: 0-7 (0 and 7 are Sunday) or sun-sat"

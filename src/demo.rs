@@ -75,10 +75,22 @@ pub fn demo_config(base: &str, language: Option<&str>) -> anyhow::Result<Config>
     Ok(config)
 }
 
-pub async fn run(language: Option<&str>) -> anyhow::Result<Digest> {
+/// `user`: the configuration named with --config, if any; its layers, scoring, language,
+/// summarize and template settings apply, its sources and storage do not.
+pub async fn run(user: Option<Config>, language: Option<&str>) -> anyhow::Result<Digest> {
     let base = serve_feeds().await?;
     let dir = tempfile::tempdir()?;
     let mut config = demo_config(&base, language)?;
+    if let Some(mut user) = user {
+        user.sources = config.sources;
+        user.digest.timezone = config.digest.timezone;
+        user.digest.window_end = config.digest.window_end;
+        user.digest.window_hours = config.digest.window_hours;
+        if let Some(l) = language {
+            user.digest.language = l.to_string();
+        }
+        config = user;
+    }
     config.storage.path = dir.path().join("kdigest.sqlite");
     let store = Store::open(&config.storage.path).await?;
     let digest = crate::pipeline::generate(&config, &store, demo_date(), &|_| {}).await?;

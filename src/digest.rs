@@ -14,8 +14,8 @@ use crate::cluster::cluster;
 use crate::config::Config;
 use crate::locale::Locale;
 use crate::model::{
-    Digest, DigestEvent, Event, FailedSource, Filter, Item, ItemKind, SourceCount, SourceLink,
-    WatchItem, Window,
+    Digest, DigestEvent, Event, EventWords, FailedSource, Filter, Item, ItemKind, SourceCount,
+    SourceLink, WatchItem, Window,
 };
 use crate::score::{Assessment, assess};
 use crate::summarize::Summaries;
@@ -133,6 +133,7 @@ pub fn assemble(candidates: &[Candidate], summaries: &Summaries, a: Assembly<'_>
         .zip(&summaries.fell_back)
         .map(|((c, text), fell_back)| {
             let event = DigestEvent {
+                n: 0,
                 id: c.event.id.clone(),
                 title: c.event.primary().title.clone(),
                 summary: text.summary.clone(),
@@ -145,16 +146,37 @@ pub fn assemble(candidates: &[Candidate], summaries: &Summaries, a: Assembly<'_>
                 sources: source_links(&c.event),
                 score_breakdown: c.assessment.breakdown.clone(),
                 llm_fallback: *fell_back,
+                translations: BTreeMap::new(),
             };
             (event, text.watch.clone())
         })
         .collect();
+    let mut events = events;
+    let mut watch_translations = vec![BTreeMap::new(); events.len()];
+    for (language, texts) in &summaries.other_languages {
+        for (i, ((event, watch), other)) in events.iter_mut().zip(texts).enumerate() {
+            let differs = |mine: &str, theirs: &str| (mine != theirs).then(|| theirs.to_string());
+            let words = EventWords {
+                summary: differs(&event.summary, &other.summary),
+                why_it_matters: differs(&event.why_it_matters, &other.why_it_matters),
+                brief: differs(&event.brief, &other.brief),
+            };
+            if words != EventWords::default() {
+                event.translations.insert(language.clone(), words);
+            }
+            if *watch != other.watch {
+                watch_translations[i].insert(language.clone(), other.watch.clone());
+            }
+        }
+    }
     let watchlist = events
         .iter()
+        .zip(watch_translations)
         .take(OVERVIEW_EVENTS)
-        .map(|(e, watch)| WatchItem {
+        .map(|((e, watch), translations)| WatchItem {
             event_id: e.id.clone(),
             text: watch.clone(),
+            translations,
         })
         .collect();
     let mut digest = Digest {
@@ -178,6 +200,15 @@ pub fn assemble(candidates: &[Candidate], summaries: &Summaries, a: Assembly<'_>
         a.config.digest.key_changes,
         a.locale,
     );
+    for (n, e) in digest
+        .key_changes
+        .iter_mut()
+        .chain(&mut digest.papers)
+        .chain(&mut digest.other_updates)
+        .enumerate()
+    {
+        e.n = n + 1;
+    }
     digest
 }
 

@@ -3,7 +3,7 @@
 //! Everything here is plain data. The digest is JSON-serialisable because it is stored as data
 //! and every output (Markdown, HTML, Telegram, Discord, JSON) is a render of it.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use chrono::{DateTime, FixedOffset, NaiveDate, Utc};
@@ -177,6 +177,11 @@ pub struct SourceLink {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DigestEvent {
     pub id: String,
+    /// Position in the full digest (1 = first key change), kept by filtering, so "event 4"
+    /// means the same event in every render, `/why 4` and `kdigest explain 4`. 0 in digests
+    /// stored before numbers were kept: renders count positions instead.
+    #[serde(default)]
+    pub n: usize,
     pub title: String,
     pub summary: String,
     pub why_it_matters: String,
@@ -192,6 +197,22 @@ pub struct DigestEvent {
     /// True when the LLM was asked but this event fell back to extractive text.
     #[serde(default)]
     pub llm_fallback: bool,
+    /// What kdigest wrote for this event in the other reader languages, by language, where
+    /// it differs from the text above (see [`Digest::in_language`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub translations: BTreeMap<String, EventWords>,
+}
+
+/// An event's own words in one more language; None keeps the digest language's text (a
+/// quoted extract reads the same for every reader).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct EventWords {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why_it_matters: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub brief: Option<String>,
 }
 
 /// A follow-up bullet, tied to the event it is about so that filtering can drop it.
@@ -199,6 +220,9 @@ pub struct DigestEvent {
 pub struct WatchItem {
     pub event_id: String,
     pub text: String,
+    /// The text in the other reader languages, by language.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub translations: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -257,6 +281,43 @@ impl Digest {
 
     pub fn is_empty(&self) -> bool {
         self.events().next().is_none()
+    }
+
+    /// The digest as a reader of `language` gets it: every text kdigest wrote in that
+    /// language where it has one; source text stays as it is. Pure.
+    pub fn in_language(mut self, language: &str) -> Digest {
+        if self.language == language {
+            return self;
+        }
+        for e in self
+            .key_changes
+            .iter_mut()
+            .chain(&mut self.papers)
+            .chain(&mut self.other_updates)
+        {
+            if let Some(w) = e.translations.get(language) {
+                let w = w.clone();
+                e.summary = w.summary.unwrap_or(std::mem::take(&mut e.summary));
+                e.why_it_matters = w
+                    .why_it_matters
+                    .unwrap_or(std::mem::take(&mut e.why_it_matters));
+                e.brief = w.brief.unwrap_or(std::mem::take(&mut e.brief));
+            }
+        }
+        for w in &mut self.watchlist {
+            if let Some(text) = w.translations.get(language) {
+                w.text = text.clone();
+            }
+        }
+        self.language = language.to_string();
+        self
+    }
+
+    /// The event numbered `n` (see [`DigestEvent::n`]); by position for older digests.
+    pub fn event_number(&self, n: usize) -> Option<&DigestEvent> {
+        self.events()
+            .find(|e| e.n == n)
+            .or_else(|| self.events().filter(|e| e.n == 0).nth(n.checked_sub(1)?))
     }
 }
 

@@ -96,7 +96,8 @@ pub async fn build_digest(
         &config.digest.language,
         config.digest.templates_dir.as_deref(),
     )?;
-    let summaries = summarize::summarize(&candidates, config, &locale, store).await?;
+    let mut summaries = summarize::summarize(&candidates, config, &locale, store).await?;
+    summaries.other_languages = summarize::other_languages(&candidates, config)?;
     let end = window.end;
     let digest = digest::assemble(
         &candidates,

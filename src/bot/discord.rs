@@ -185,8 +185,13 @@ impl DiscordBot {
             Ok(Some(c)) => c,
             Ok(None) => return Ok(ephemeral("This interaction is not supported")),
             Err(bad) => {
-                let language =
-                    super::handlers::chat_language(&self.store, &self.config, &address).await?;
+                let language = super::handlers::chat_language(
+                    &self.store,
+                    &self.config,
+                    &address,
+                    client_language(interaction).as_deref(),
+                )
+                .await?;
                 return Ok(ephemeral(
                     &bad.message(&Locale::builtin(&language), &layers),
                 ));
@@ -199,6 +204,7 @@ impl DiscordBot {
             can_manage: can_manage(interaction),
             is_owner: false,
             now: Utc::now(),
+            client_language: client_language(interaction),
             cooldowns: &self.cooldowns,
             runs: None,
         };
@@ -362,4 +368,14 @@ pub async fn run_gateway(
             crate::deliver::discord::classify(e)
         )
     })
+}
+
+/// The invoking user's client language (`locale`, e.g. "en-US"), else the server's
+/// (`guild_locale`), when kdigest has it.
+fn client_language(interaction: &Value) -> Option<String> {
+    super::handlers::client_language(
+        interaction["locale"]
+            .as_str()
+            .or(interaction["guild_locale"].as_str()),
+    )
 }

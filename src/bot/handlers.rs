@@ -5,7 +5,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, NaiveDate, Utc};
 use tokio::sync::mpsc;
 
 use super::{Command, DateArg, Reply};
@@ -59,6 +59,9 @@ pub struct Ctx<'a> {
     /// A kdigest admin (user id listed in the configuration).
     pub is_owner: bool,
     pub now: DateTime<Utc>,
+    /// The language the user's app is set to (Telegram `language_code`, Discord `locale`),
+    /// when kdigest has that language.
+    pub client_language: Option<String>,
     pub cooldowns: &'a Cooldowns,
     pub runs: Option<&'a RunTrigger>,
 }
@@ -73,20 +76,38 @@ impl Ctx<'_> {
     }
 }
 
-/// The language a chat's answers are in: its subscriber's, else the digest language.
+/// The language a chat's answers are in: its subscriber's setting, else the language of
+/// the user's app, else the digest language.
 pub async fn chat_language(
     store: &Store,
     config: &Config,
     address: &Address,
+    client: Option<&str>,
 ) -> anyhow::Result<String> {
     Ok(language_of(
         store.subscriber_by_address(address).await?.as_ref(),
+        client,
         config,
     ))
 }
 
-fn language_of(subscriber: Option<&Subscriber>, config: &Config) -> String {
-    subscriber.map_or(config.digest.language.clone(), |s| s.language.clone())
+fn language_of(subscriber: Option<&Subscriber>, client: Option<&str>, config: &Config) -> String {
+    match (subscriber, client) {
+        (Some(s), _) => s.language.clone(),
+        (None, Some(c)) => c.to_string(),
+        (None, None) => config.digest.language.clone(),
+    }
+}
+
+/// A client's language tag ("en-US", "zh-hans", "zh-TW", "de") as one kdigest has.
+pub fn client_language(tag: Option<&str>) -> Option<String> {
+    let tag = tag?.trim().to_ascii_lowercase();
+    let primary = tag.split(['-', '_']).next()?;
+    match primary {
+        "en" => Some("en".into()),
+        "zh" => Some("zh-CN".into()),
+        _ => None,
+    }
 }
 
 fn layers_text(layers: &BTreeSet<String>, t: &Locale) -> String {
@@ -104,7 +125,11 @@ fn layers_text(layers: &BTreeSet<String>, t: &Locale) -> String {
 /// Runs one command. Errors are I/O failures; user mistakes are replies.
 pub async fn handle(command: Command, ctx: &Ctx<'_>) -> anyhow::Result<Reply> {
     let subscriber = ctx.subscriber().await?;
-    let language = language_of(subscriber.as_ref(), ctx.config);
+    let language = language_of(
+        subscriber.as_ref(),
+        ctx.client_language.as_deref(),
+        ctx.config,
+    );
     let t = Locale::load(&language, ctx.config.digest.templates_dir.as_deref())?;
     let text = |s: String| Ok(Reply::Text(s));
     let manage_denied = || Reply::Text(t.get("bot_admins_only").to_string());
@@ -235,18 +260,34 @@ pub async fn handle(command: Command, ctx: &Ctx<'_>) -> anyhow::Result<Reply> {
         Command::Digest { date, layers } => {
             digest_reply(ctx, subscriber.as_ref(), &language, &t, date, layers).await
         }
-        Command::Why(n) => {
-            let Some(d) = ctx.store.latest_digest().await? else {
+        Command::Why { n, date } => {
+            let found = match date.map(|d| requested_day(ctx, d)) {
+                Some(Some(day)) => ctx.store.load_digest(day).await?,
+                // No date (or `latest`): the latest digest with events, not an empty day
+                // stored by a catch-up run.
+                _ => ctx.store.latest_digest_with_events().await?,
+            };
+            let Some(d) = found else {
                 return text(t.get("bot_no_digest").to_string());
             };
-            let events: Vec<_> = d.events().collect();
-            let Some(e) = events.get(n - 1) else {
+            let Some(e) = d.event_number(n) else {
                 return text(t.fill(
                     "bot_why_missing",
-                    &[("n", &n.to_string()), ("count", &events.len().to_string())],
+                    &[
+                        ("n", &n.to_string()),
+                        ("count", &d.events().count().to_string()),
+                        ("date", &d.date.to_string()),
+                    ],
                 ));
             };
-            let mut out = format!("{}. {}\n{} {}/100", n, e.title, t.get("score"), e.score);
+            let mut out = format!(
+                "{} · {}. {}\n{} {}/100",
+                d.date,
+                n,
+                e.title,
+                t.get("score"),
+                e.score
+            );
             for c in &e.score_breakdown {
                 out.push_str(&format!(
                     "\n• {} {:.3} × {} = {:.2} ({})",
@@ -325,13 +366,7 @@ async fn digest_reply(
         ));
     }
     let tz = ctx.config.digest.timezone;
-    let today = ctx.now.with_timezone(&tz).date_naive();
-    let wanted = match date {
-        DateArg::Today => Some(today),
-        DateArg::Yesterday => today.pred_opt(),
-        DateArg::Latest => None,
-        DateArg::Date(d) => Some(d),
-    };
+    let wanted = requested_day(ctx, date);
     let (note, found) = match wanted {
         None => (None, ctx.store.latest_digest().await?),
         Some(day) => match ctx.store.load_digest(day).await? {
@@ -371,7 +406,7 @@ async fn digest_reply(
             }
         },
     };
-    let Some(mut d) = found else {
+    let Some(d) = found else {
         return Ok(Reply::Text(t.get("bot_no_digest").to_string()));
     };
     let filter = match (layers.is_empty(), subscriber) {
@@ -385,8 +420,7 @@ async fn digest_reply(
             min_score: ctx.config.digest.min_score,
         },
     };
-    d.language = language.to_string();
-    let filtered: Digest = digest::filter(&d, &filter, t);
+    let filtered: Digest = digest::filter(&d.in_language(language), &filter, t);
     Ok(Reply::Digest {
         note,
         digest: Box::new(filtered),
@@ -404,5 +438,19 @@ pub fn toggle_layer(current: &BTreeSet<String>, layer: Option<&str>) -> BTreeSet
             }
             next
         }
+    }
+}
+
+/// The day a date argument names in the digest's time zone; None for `latest`.
+fn requested_day(ctx: &Ctx<'_>, date: DateArg) -> Option<NaiveDate> {
+    let today = ctx
+        .now
+        .with_timezone(&ctx.config.digest.timezone)
+        .date_naive();
+    match date {
+        DateArg::Today => Some(today),
+        DateArg::Yesterday => today.pred_opt(),
+        DateArg::Latest => None,
+        DateArg::Date(d) => Some(d),
     }
 }

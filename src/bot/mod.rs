@@ -31,7 +31,12 @@ pub enum Command {
         date: DateArg,
         layers: BTreeSet<String>,
     },
-    Why(usize),
+    /// `/why N [date]`: the score breakdown of event N (numbered as in every render) of that
+    /// day's digest, by default the latest one with events.
+    Why {
+        n: usize,
+        date: Option<DateArg>,
+    },
     Status,
     Run,
 }
@@ -194,17 +199,9 @@ pub fn parse(
         }
         "digest" => {
             const USAGE: &str = "/digest [today|yesterday|YYYY-MM-DD|latest] [layer...]";
-            let (date, rest) = match args.first().map(|a| a.to_lowercase()) {
+            let (date, rest) = match date_arg(args.first().copied(), USAGE)? {
+                Some(d) => (d, &args[1..]),
                 None => (DateArg::Today, &args[..]),
-                Some(a) if a == "today" => (DateArg::Today, &args[1..]),
-                Some(a) if a == "yesterday" => (DateArg::Yesterday, &args[1..]),
-                Some(a) if a == "latest" => (DateArg::Latest, &args[1..]),
-                Some(a) if a.starts_with(|c: char| c.is_ascii_digit()) => {
-                    let d = NaiveDate::parse_from_str(&a, "%Y-%m-%d")
-                        .map_err(|_| bad("bot_bad_date", &a, USAGE))?;
-                    (DateArg::Date(d), &args[1..])
-                }
-                Some(_) => (DateArg::Today, &args[..]),
             };
             Command::Digest {
                 date,
@@ -212,12 +209,19 @@ pub fn parse(
             }
         }
         "why" => {
-            const USAGE: &str = "/why N";
+            const USAGE: &str = "/why N [today|yesterday|YYYY-MM-DD|latest]";
             let arg = args.first().copied().unwrap_or("");
-            match arg.parse::<usize>() {
-                Ok(n) if n >= 1 => Command::Why(n),
+            let n = match arg.parse::<usize>() {
+                Ok(n) if n >= 1 => n,
                 _ => return Err(bad("bot_bad_number", arg, USAGE)),
-            }
+            };
+            let date = match args.get(1) {
+                None => None,
+                Some(a) => {
+                    Some(date_arg(Some(a), USAGE)?.ok_or_else(|| bad("bot_bad_date", a, USAGE))?)
+                }
+            };
+            Command::Why { n, date }
         }
         "status" => Command::Status,
         "run" => Command::Run,
@@ -228,6 +232,26 @@ pub fn parse(
                 usage: None,
             });
         }
+    }))
+}
+
+/// A date argument, or None when `arg` is not one (then it is something else, a layer).
+fn date_arg(arg: Option<&str>, usage: &'static str) -> Result<Option<DateArg>, BadCommand> {
+    let Some(a) = arg.map(str::to_lowercase) else {
+        return Ok(None);
+    };
+    Ok(Some(match a.as_str() {
+        "today" => DateArg::Today,
+        "yesterday" => DateArg::Yesterday,
+        "latest" => DateArg::Latest,
+        _ if a.starts_with(|c: char| c.is_ascii_digit()) => DateArg::Date(
+            NaiveDate::parse_from_str(&a, "%Y-%m-%d").map_err(|_| BadCommand {
+                problem: "bot_bad_date",
+                arg: a.clone(),
+                usage: Some(usage),
+            })?,
+        ),
+        _ => return Ok(None),
     }))
 }
 
@@ -277,7 +301,20 @@ mod tests {
                 layers: BTreeSet::from(["runtime".into()])
             })
         );
-        assert_eq!(p("/why 2").unwrap(), Some(Command::Why(2)));
+        assert_eq!(
+            p("/why 2").unwrap(),
+            Some(Command::Why { n: 2, date: None })
+        );
+        assert_eq!(
+            p("/why 2 2026-10-28").unwrap(),
+            Some(Command::Why {
+                n: 2,
+                date: Some(DateArg::Date(
+                    NaiveDate::from_ymd_opt(2026, 10, 28).unwrap()
+                ))
+            })
+        );
+        assert!(p("/why 2 someday").is_err());
     }
 
     #[test]
@@ -298,7 +335,7 @@ mod tests {
         );
         assert_eq!(
             msg("/why x"),
-            "\"x\" is not an event number; use a number such as 1 or 2. Usage: /why N"
+            "\"x\" is not an event number; use a number such as 1 or 2. Usage: /why N [today|yesterday|YYYY-MM-DD|latest]"
         );
         assert_eq!(
             msg("/frobnicate"),

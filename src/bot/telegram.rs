@@ -221,8 +221,13 @@ impl TelegramBot {
             }
             Err(bad) => {
                 let address = Address::Telegram(message.chat.id.0);
-                let language =
-                    super::handlers::chat_language(&self.store, &self.config, &address).await?;
+                let language = super::handlers::chat_language(
+                    &self.store,
+                    &self.config,
+                    &address,
+                    client_language(message).as_deref(),
+                )
+                .await?;
                 let t = Locale::builtin(&language);
                 return self
                     .send_text(message.chat.id, &bad.message(&t, &layers))
@@ -251,6 +256,7 @@ impl TelegramBot {
             can_manage,
             is_owner: self.is_owner(user),
             now: Utc::now(),
+            client_language: client_language(message),
             cooldowns: &self.cooldowns,
             runs: self.runs.as_ref(),
         };
@@ -374,4 +380,14 @@ pub fn keyboard(selected: &BTreeSet<String>, layers: &[&str], t: &Locale) -> Inl
         format!("{LAYER_PREFIX}{ALL_LAYERS}"),
     )]);
     InlineKeyboardMarkup::new(rows)
+}
+
+/// The sender's app language (`from.language_code`), when kdigest has it.
+fn client_language(message: &Message) -> Option<String> {
+    super::handlers::client_language(
+        message
+            .from
+            .as_ref()
+            .and_then(|u| u.language_code.as_deref()),
+    )
 }

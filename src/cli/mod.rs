@@ -39,7 +39,7 @@ pub struct Cli {
 pub enum Command {
     /// Print (or write) one day's digest; generates it when it is not stored yet
     Digest {
-        /// YYYY-MM-DD, today, yesterday or latest
+        /// YYYY-MM-DD, today, yesterday or latest (the latest window that has ended)
         #[arg(long, default_value = "today")]
         date: String,
         #[arg(long, value_enum, default_value = "md")]
@@ -74,6 +74,9 @@ pub enum Command {
     /// Manage subscribers
     #[command(subcommand)]
     Subscribers(subscribers::SubscribersCommand),
+    /// What is stored
+    #[command(subcommand)]
+    Digests(DigestsCommand),
     /// Run the full pipeline on bundled sample feeds served from 127.0.0.1 (no network)
     Demo {
         #[arg(long, value_enum, default_value = "md")]
@@ -82,6 +85,12 @@ pub enum Command {
         #[arg(long)]
         lang: Option<String>,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DigestsCommand {
+    /// Every stored digest, newest first: date, events, mode, when it was made, title
+    List,
 }
 
 /// A bad command-line argument; exit code 2.
@@ -120,9 +129,11 @@ pub fn init_logging(format: crate::config::LogFormat, default_level: &str) {
 }
 
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
-    let config = match &cli.command {
-        Command::Demo { .. } => None,
-        _ => Some(load_config(cli.config.as_deref())?),
+    // The demo brings its own sources and storage; it reads a configuration only when one
+    // is named, for its layers, scoring, language and templates.
+    let config = match (&cli.command, cli.config.as_deref()) {
+        (Command::Demo { .. }, None) => None,
+        (_, path) => Some(load_config(path)?),
     };
     let format = config
         .as_ref()
@@ -147,8 +158,25 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Status => {
             let config = config.expect("loaded above");
+            // Looking must not create: without a database there is nothing to report.
+            let store = if config.storage.path.exists() {
+                Some(Store::open(&config.storage.path).await?)
+            } else {
+                None
+            };
+            status::run(&config, store.as_ref()).await
+        }
+        Command::Digests(DigestsCommand::List) => {
+            let config = config.expect("loaded above");
+            if !config.storage.path.exists() {
+                println!(
+                    "No digests stored: {} does not exist yet (storage.path)",
+                    config.storage.path.display()
+                );
+                return Ok(());
+            }
             let store = Store::open(&config.storage.path).await?;
-            status::run(&config, &store).await
+            list_digests(&store).await
         }
         Command::Subscribers(command) => {
             let config = config.expect("loaded above");
@@ -159,10 +187,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             let config = config.expect("loaded above");
             crate::summarize::check_ready(&config)?;
             println!(
-                "Configuration is valid: {} sources, {} layers, summarize mode {:?}, storage {}",
+                "Configuration is valid: {} sources, {} layers, summarize mode {}, storage {}",
                 config.sources.len(),
                 config.layers.len(),
-                config.summarize.mode,
+                config.summarize.mode.as_str(),
                 config.storage.path.display()
             );
             Ok(())
@@ -175,7 +203,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         } => {
             let config = config.expect("loaded above");
             let store = Store::open(&config.storage.path).await?;
-            let date = resolve_date(&date, &config, &store).await?;
+            let date = resolve_date(&date, &config).await?;
             let stored = if force {
                 None
             } else {
@@ -194,12 +222,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Explain { event, date } => {
             let config = config.expect("loaded above");
             let store = Store::open(&config.storage.path).await?;
-            let date = resolve_date(&date, &config, &store).await?;
+            let date = resolve_date(&date, &config).await?;
             explain(&config, &store, date, &event).await
         }
         Command::Demo { format, lang } => {
             let lang = subscribers::parse_language(lang.as_deref())?;
-            let digest = crate::demo::run(lang.as_deref()).await?;
+            let digest = crate::demo::run(config, lang.as_deref()).await?;
             let renderer = Renderer::new(&digest.language, None)?;
             output(&renderer, &digest, format, None)
         }
@@ -243,18 +271,36 @@ fn output(
     Ok(())
 }
 
-/// `YYYY-MM-DD`, `today`, `yesterday` (in the configured time zone) or `latest` (stored).
-pub async fn resolve_date(raw: &str, config: &Config, store: &Store) -> anyhow::Result<NaiveDate> {
+async fn list_digests(store: &Store) -> anyhow::Result<()> {
+    let stored = store.list_digests().await?;
+    if stored.is_empty() {
+        println!("No digests stored yet; `kdigest digest --date latest` makes one");
+        return Ok(());
+    }
+    println!("date        events  mode        generated at               title");
+    for s in stored {
+        println!(
+            "{}  {:>6}  {:<10}  {:<25}  {}",
+            s.digest.date,
+            s.events,
+            s.digest.generation_mode,
+            s.generated_at,
+            crate::text::truncate_chars(&s.digest.title, 80)
+        );
+    }
+    Ok(())
+}
+
+/// `YYYY-MM-DD`, `today`, `yesterday` (in the configured time zone) or `latest`: the latest
+/// window that has ended (made when it is not stored), never an older stored digest.
+pub async fn resolve_date(raw: &str, config: &Config) -> anyhow::Result<NaiveDate> {
     let today = Utc::now()
         .with_timezone(&config.digest.timezone)
         .date_naive();
     match raw {
         "today" => Ok(today),
         "yesterday" => Ok(today.pred_opt().unwrap_or(today)),
-        "latest" => Ok(store
-            .latest_digest_date()
-            .await?
-            .unwrap_or_else(|| digest::latest_complete_date(Utc::now(), config))),
+        "latest" => Ok(digest::latest_complete_date(Utc::now(), config)),
         other => NaiveDate::parse_from_str(other, "%Y-%m-%d").map_err(|_| {
             UsageError(format!(
                 "--date {other}: expected YYYY-MM-DD, today, yesterday or latest"
@@ -344,14 +390,17 @@ fn contains_ci(haystack: &str, needle: &str) -> bool {
 fn find_event<'a>(events: Vec<&'a DigestEvent>, query: &str) -> Option<(usize, &'a DigestEvent)> {
     // An id wins over a position: ids are hex and may be all digits.
     let by_id = events.iter().position(|e| e.id == query);
-    let by_position = query
-        .parse::<usize>()
-        .ok()
-        .filter(|n| (1..=events.len()).contains(n))
-        .map(|n| n - 1);
+    // Numbers as every render shows them (DigestEvent::n), else positions (older digests).
+    let by_number = query.parse::<usize>().ok().and_then(|n| {
+        events
+            .iter()
+            .position(|e| e.n == n)
+            .or_else(|| Some(n.checked_sub(1)?).filter(|i| *i < events.len() && events[*i].n == 0))
+    });
     let by_title = || events.iter().position(|e| contains_ci(&e.title, query));
-    let index = by_id.or(by_position).or_else(by_title)?;
-    Some((index + 1, events[index]))
+    let index = by_id.or(by_number).or_else(by_title)?;
+    let e = events[index];
+    Some((if e.n > 0 { e.n } else { index + 1 }, e))
 }
 
 fn print_breakdown(

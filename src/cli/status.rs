@@ -7,8 +7,17 @@ use crate::schedule::next_run;
 use crate::store::Store;
 use crate::subscriber::Status;
 
-pub async fn run(config: &Config, store: &Store) -> anyhow::Result<()> {
+pub async fn run(config: &Config, store: Option<&Store>) -> anyhow::Result<()> {
     let now = Utc::now();
+    let Some(store) = store else {
+        println!(
+            "Last digest: none yet (no database at {}, storage.path)",
+            config.storage.path.display()
+        );
+        print_next_run(config, now);
+        println!("Daemon: not running");
+        return Ok(());
+    };
     match store.latest_digest().await? {
         Some(d) => {
             println!(
@@ -26,18 +35,7 @@ pub async fn run(config: &Config, store: &Store) -> anyhow::Result<()> {
         }
         None => println!("Last digest: none yet"),
     }
-    match next_run(&config.schedule, now) {
-        Some(t) => println!(
-            "Next run: {} (cron \"{}\" in {})",
-            t.with_timezone(&config.schedule.timezone).to_rfc3339(),
-            config.schedule.expression,
-            config.schedule.timezone
-        ),
-        None => println!(
-            "Next run: none (cron \"{}\" has no future run)",
-            config.schedule.expression
-        ),
-    }
+    print_next_run(config, now);
     match store.lease_holder(crate::daemon::LEASE).await? {
         Some((holder, until)) if until >= now.timestamp() => {
             let until =
@@ -60,4 +58,19 @@ pub async fn run(config: &Config, store: &Store) -> anyhow::Result<()> {
         println!("{line}");
     }
     Ok(())
+}
+
+fn print_next_run(config: &Config, now: DateTime<Utc>) {
+    match next_run(&config.schedule, now) {
+        Some(t) => println!(
+            "Next run: {} (cron \"{}\" in {})",
+            t.with_timezone(&config.schedule.timezone).to_rfc3339(),
+            config.schedule.expression,
+            config.schedule.timezone
+        ),
+        None => println!(
+            "Next run: none (cron \"{}\" has no future run)",
+            config.schedule.expression
+        ),
+    }
 }

@@ -24,7 +24,9 @@ impl Location {
         let start = floor_char_boundary(text, span.start.min(text.len()));
         let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
         let line_end = text[start..].find('\n').map_or(text.len(), |i| start + i);
-        let source_line = text[line_start..line_end].trim_end_matches('\r').to_string();
+        let source_line = text[line_start..line_end]
+            .trim_end_matches('\r')
+            .to_string();
         let end = floor_char_boundary(text, span.end.clamp(start, line_end));
         Location {
             line: text[..start].matches('\n').count() + 1,

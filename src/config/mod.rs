@@ -320,6 +320,16 @@ pub enum SummarizeMode {
     Llm,
 }
 
+impl SummarizeMode {
+    /// As written in config.toml.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SummarizeMode::Extractive => "extractive",
+            SummarizeMode::Llm => "llm",
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct SummarizeConfig {
     pub mode: SummarizeMode,
@@ -394,13 +404,15 @@ impl Config {
     /// Parses and validates configuration text. Relative file paths stay relative to the
     /// working directory; [`Config::load`] resolves them against the config file instead.
     pub fn parse(text: &str) -> Result<Config, ConfigError> {
-        let table: Doc = text.parse().map_err(|e: toml_edit::TomlError| ConfigError {
-            file: None,
-            problems: vec![Problem {
-                message: format!("TOML syntax error: {}", e.message().trim()),
-                at: e.span().map(|span| Location::of_span(text, span)),
-            }],
-        })?;
+        let table: Doc = text
+            .parse()
+            .map_err(|e: toml_edit::TomlError| ConfigError {
+                file: None,
+                problems: vec![Problem {
+                    message: format!("TOML syntax error: {}", e.message().trim()),
+                    at: e.span().map(|span| Location::of_span(text, span)),
+                }],
+            })?;
         let mut problems = Vec::new();
         for (key, _) in table.iter() {
             if !TOP_LEVEL_KEYS.contains(&key) {
@@ -505,7 +517,10 @@ mod tests {
         assert_eq!((at.line, at.column), (6, 16), "{err}");
         assert_eq!(at.source_line, "timeout_secs = = 5");
         let shown = err.to_string();
-        assert!(shown.contains("line 6, column 16: TOML syntax error"), "{shown}");
+        assert!(
+            shown.contains("line 6, column 16: TOML syntax error"),
+            "{shown}"
+        );
         assert!(shown.contains("6 | timeout_secs = = 5"), "{shown}");
     }
 
@@ -520,7 +535,11 @@ mod tests {
             "fetch.concurrency: invalid type: string \"32\", expected an integer"
         );
         let at = p.at.as_ref().unwrap();
-        assert_eq!((at.line, at.column, at.width), (5, 15, 4), "the value is underlined");
+        assert_eq!(
+            (at.line, at.column, at.width),
+            (5, 15, 4),
+            "the value is underlined"
+        );
         err.file = Some("config.toml".into());
         let shown = err.to_string();
         assert!(
@@ -542,8 +561,15 @@ mod tests {
         assert!(p.message.ends_with("expected a number"), "{err}");
         assert_eq!(p.at.as_ref().unwrap().line, 8, "{err}");
         let missing = &err.problems[0];
-        assert!(missing.message.starts_with("sources[0].kind: required key"), "{err}");
-        assert_eq!(missing.at.as_ref().unwrap().line, 1, "a missing key points at its table");
+        assert!(
+            missing.message.starts_with("sources[0].kind: required key"),
+            "{err}"
+        );
+        assert_eq!(
+            missing.at.as_ref().unwrap().line,
+            1,
+            "a missing key points at its table"
+        );
     }
 
     #[test]
@@ -560,11 +586,16 @@ mod tests {
         let err = Config::parse("[digest]\nlanguge = \"en\"\n").unwrap_err();
         assert_eq!(err.problems.len(), 1, "{err}");
         assert!(
-            err.problems[0].message.starts_with("digest.languge: unknown key; did you mean `language`?"),
+            err.problems[0]
+                .message
+                .starts_with("digest.languge: unknown key; did you mean `language`?"),
             "{err}"
         );
         let err = Config::parse("[fech]\n").unwrap_err();
-        assert!(err.problems[0].message.contains("did you mean `fetch`?"), "{err}");
+        assert!(
+            err.problems[0].message.contains("did you mean `fetch`?"),
+            "{err}"
+        );
     }
 
     #[test]

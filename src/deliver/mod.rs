@@ -184,8 +184,8 @@ impl RenderCache {
             return Ok(hit.clone());
         }
         let renderer = self.renderer(language)?;
-        let mut filtered = digest::filter(d, filter, renderer.locale());
-        filtered.language = language.to_string();
+        // The reader's language first: the overview is built from the events' briefs.
+        let filtered = digest::filter(&d.clone().in_language(language), filter, renderer.locale());
         let messages = Arc::new(render_messages(&filtered, channel, &renderer)?);
         renders.insert(key, messages.clone());
         Ok(messages)

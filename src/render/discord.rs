@@ -31,14 +31,18 @@ const GREY: u32 = 0x95_A5_A6;
 pub fn messages(d: &Digest, t: &Locale) -> Vec<Value> {
     let footer = truncate_chars(&format!("{} · {}", d.date, d.generation_mode), FOOTER_MAX);
     let mut embeds = vec![json!({
-        "title": truncate_chars(&esc(&d.title), TITLE_MAX),
+        "title": truncate_chars(&esc(&super::dated_title(d)), TITLE_MAX),
         "description": truncate_chars(&esc(&d.overview), DESCRIPTION_MAX),
         "footer": {"text": footer},
     })];
-    for (key, events) in d.sections() {
-        for (i, e) in events.iter().enumerate() {
-            embeds.push(event_embed(i + 1, e, t.get(key), &footer, t));
-        }
+    for (n, (key, e)) in d
+        .sections()
+        .into_iter()
+        .flat_map(|(key, events)| events.iter().map(move |e| (key, e)))
+        .enumerate()
+    {
+        let n = if e.n > 0 { e.n } else { n + 1 };
+        embeds.push(event_embed(n, e, t.get(key), &footer, t));
     }
     let mut closing = String::new();
     if d.is_empty() {

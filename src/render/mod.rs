@@ -385,6 +385,9 @@ impl Renderer {
 
     fn context(&self, d: &Digest) -> Value {
         let t = &self.locale;
+        // Events are numbered once per digest, across sections, as `/why N` and `explain N`
+        // count them.
+        let mut n = 0;
         let sections: Vec<SectionView> = d
             .sections()
             .into_iter()
@@ -394,8 +397,10 @@ impl Renderer {
                 heading: t.get(key).to_string(),
                 events: events
                     .iter()
-                    .enumerate()
-                    .map(|(i, e)| self.event_view(i + 1, e))
+                    .map(|e| {
+                        n += 1;
+                        self.event_view(if e.n > 0 { e.n } else { n }, e)
+                    })
                     .collect(),
             })
             .collect();
@@ -404,6 +409,7 @@ impl Renderer {
             lang => d.language,
             date => d.date.to_string(),
             title => d.title,
+            heading => dated_title(d),
             overview => collapse_whitespace(&d.overview),
             sections => Value::from_serialize(&sections),
             empty => d.is_empty(),
@@ -505,4 +511,10 @@ fn md_escape(value: String) -> String {
 
 fn md_url(value: String) -> String {
     crate::text::markdown_url(&value)
+}
+
+/// The first line of every render: the date, then the title, so a forwarded or archived
+/// copy always says which day it is.
+pub fn dated_title(d: &Digest) -> String {
+    collapse_whitespace(&format!("{} · {}", d.date, d.title))
 }

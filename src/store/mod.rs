@@ -292,6 +292,34 @@ impl Store {
         .transpose()
     }
 
+    /// The newest stored digest that has at least one event, looking back at most 60
+    /// digests: what "the latest digest" means to a reader asking about its events.
+    pub async fn latest_digest_with_events(&self) -> anyhow::Result<Option<Digest>> {
+        Ok(self
+            .digests_page(0, 60)
+            .await?
+            .into_iter()
+            .map(|(d, _)| d)
+            .find(|d| !d.is_empty()))
+    }
+
+    /// What is stored, newest first: one row per digest, without the page counts.
+    pub async fn list_digests(&self) -> anyhow::Result<Vec<StoredDigest>> {
+        let rows = sqlx::query("SELECT generated_at, data FROM digests ORDER BY digest_date DESC")
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                let d = digest_from_json(r.get(1))?;
+                Ok(StoredDigest {
+                    generated_at: r.get(0),
+                    events: d.events().count(),
+                    digest: d,
+                })
+            })
+            .collect()
+    }
+
     pub async fn latest_digest(&self) -> anyhow::Result<Option<Digest>> {
         let row = sqlx::query("SELECT data FROM digests ORDER BY digest_date DESC LIMIT 1")
             .fetch_optional(&self.pool)
@@ -334,6 +362,13 @@ impl Store {
     pub async fn close(&self) {
         self.pool.close().await;
     }
+}
+
+/// One stored digest, as `kdigest digests list` shows it.
+pub struct StoredDigest {
+    pub generated_at: String,
+    pub events: usize,
+    pub digest: Digest,
 }
 
 fn digest_from_json(data: &str) -> anyhow::Result<Digest> {

@@ -132,6 +132,7 @@ impl LlmClient {
             texts,
             fell_back,
             mode: self.provider.clone(),
+            other_languages: Vec::new(),
         }
     }
 

@@ -29,6 +29,25 @@ pub struct Summaries {
     pub fell_back: Vec<bool>,
     /// `extractive` or the provider's name.
     pub mode: String,
+    /// The extractive texts in every other reader language, same order as `texts`: what a
+    /// reader of that language gets for what kdigest writes itself.
+    pub other_languages: Vec<(String, Vec<EventText>)>,
+}
+
+/// Extractive texts of every candidate in each reader language but the digest's.
+pub fn other_languages(
+    candidates: &[Candidate],
+    config: &Config,
+) -> anyhow::Result<Vec<(String, Vec<EventText>)>> {
+    crate::config::LANGUAGES
+        .iter()
+        .filter(|l| **l != config.digest.language)
+        .map(|l| {
+            let locale = Locale::load(l, config.digest.templates_dir.as_deref())?;
+            let texts = extractive_all(candidates, &locale, config.summarize.summary_chars).texts;
+            Ok((l.to_string(), texts))
+        })
+        .collect()
 }
 
 pub fn extractive_all(candidates: &[Candidate], locale: &Locale, budget: usize) -> Summaries {
@@ -39,6 +58,7 @@ pub fn extractive_all(candidates: &[Candidate], locale: &Locale, budget: usize) 
             .collect(),
         fell_back: vec![false; candidates.len()],
         mode: "extractive".into(),
+        other_languages: Vec::new(),
     }
 }
 

@@ -174,3 +174,87 @@ fn a_short_signing_key_is_refused_naming_the_fix_not_the_value() {
     );
     assert!(!err.contains("hunter2"), "the key never appears: {err}");
 }
+
+#[test]
+fn latest_is_the_latest_ended_window_not_an_old_stored_digest() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = file_config(dir.path());
+    let old = kdigest(
+        &config,
+        &["digest", "--date", "2026-10-28", "--format", "json"],
+    );
+    assert!(old.status.success(), "{}", stderr(&old));
+
+    let parsed = kdigest::config::Config::load(&config).unwrap();
+    let expected = kdigest::digest::latest_complete_date(chrono::Utc::now(), &parsed);
+    let latest = kdigest(&config, &["digest", "--date", "latest", "--format", "md"]);
+    assert!(latest.status.success(), "{}", stderr(&latest));
+    let first_line = stdout(&latest)
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        first_line.starts_with(&format!("# {expected} · ")),
+        "first line {first_line:?}, expected the date {expected}"
+    );
+
+    let list = kdigest(&config, &["digests", "list"]);
+    assert!(list.status.success(), "{}", stderr(&list));
+    let listed = stdout(&list);
+    let dates: Vec<&str> = listed
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(
+        dates,
+        [expected.to_string().as_str(), "2026-10-28"],
+        "{listed}"
+    );
+}
+
+#[test]
+fn status_and_digests_list_do_not_create_the_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = file_config(dir.path());
+    let status = kdigest(&config, &["status"]);
+    assert!(status.status.success(), "{}", stderr(&status));
+    assert!(
+        stdout(&status).contains("Last digest: none yet"),
+        "{}",
+        stdout(&status)
+    );
+    let list = kdigest(&config, &["digests", "list"]);
+    assert!(list.status.success(), "{}", stderr(&list));
+    assert!(
+        !dir.path().join("db").exists(),
+        "status created the storage directory"
+    );
+}
+
+#[test]
+fn check_config_names_the_mode_as_written_in_the_file() {
+    let out = kdigest(&repo_root().join("config.toml"), &["check-config"]);
+    assert!(
+        stdout(&out).contains("summarize mode extractive"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn a_config_type_error_gives_file_line_column_and_the_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.toml");
+    std::fs::write(&path, "[fetch]\n# comment\nconcurrency = \"32\"\n").unwrap();
+    let out = kdigest(&path, &["check-config"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    let at = format!(
+        "{}:3:15: fetch.concurrency: invalid type: string \"32\", expected an integer",
+        path.display()
+    );
+    assert!(err.contains(&at), "{err}");
+    assert!(err.contains("3 | concurrency = \"32\""), "{err}");
+}

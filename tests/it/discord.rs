@@ -210,8 +210,7 @@ async fn run_once_posts_embeds_to_channels_and_webhooks_and_disables_dead_ones()
         .await
         .unwrap()
         .unwrap();
-    let mut english = digest.clone();
-    english.language = "en".into();
+    let english = digest.clone().in_language("en");
     let english = kdigest::digest::filter(
         &english,
         &Default::default(),
@@ -280,6 +279,9 @@ fn interaction(name: &str, options: Value, permissions: &str) -> Value {
     v["data"]["options"] = options;
     v["member"]["permissions"] = json!(permissions);
     v["application_id"] = json!("0");
+    // The documented example is an en-US client; these members use Discord in Chinese.
+    v["locale"] = json!("zh-CN");
+    v["guild_locale"] = json!("zh-CN");
     v
 }
 
@@ -351,6 +353,19 @@ async fn the_interactions_endpoint_verifies_signatures_and_runs_the_shared_comma
     assert_eq!(
         denied["data"]["content"],
         "只有本群管理员可以修改本群的订阅。"
+    );
+    // The same refusal to a member whose Discord is in English (the documented payload).
+    let mut english = interaction("subscribe", json!([]), "0");
+    english["locale"] = json!("en-US");
+    let denied_en: Value = send(english, key.clone())
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        denied_en["data"]["content"],
+        "Only this chat's admins can change its subscription."
     );
     let options = json!([{"type": 4, "name": "min_score", "value": 70}, {"type": 3, "name": "layer", "value": "runtime"}]);
     let ok: Value = send(interaction("subscribe", options, "2147483647"), key.clone())

@@ -218,3 +218,87 @@ async fn conditional_get_sends_validators_and_a_304_keeps_the_items() {
         serde_json::to_string(&second).unwrap()
     );
 }
+
+/// True when `text` has a CJK ideograph: what an English reader must not get from kdigest's
+/// own words.
+fn has_han(text: &str) -> bool {
+    text.chars().any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c))
+}
+
+#[tokio::test]
+async fn every_reader_gets_kdigests_words_in_their_own_language() {
+    let (d, config, _, _dir) = fixture_digest().await;
+    assert_eq!(config.digest.language, "zh-CN");
+    // The fixture day has events whose "why it matters" kdigest writes itself (no impact
+    // sentence in the source) and a watch list it always writes.
+    assert!(d.events().any(|e| has_han(&e.why_it_matters)), "{d:#?}");
+    assert!(d.watchlist.iter().all(|w| has_han(&w.text)));
+
+    let en = d.clone().in_language("en");
+    assert_eq!(en.language, "en");
+    for e in en.events() {
+        assert!(
+            !has_han(&e.why_it_matters),
+            "{}: {}",
+            e.title,
+            e.why_it_matters
+        );
+        assert!(!has_han(&e.summary), "{}", e.summary);
+    }
+    for w in &en.watchlist {
+        assert!(!has_han(&w.text), "{}", w.text);
+    }
+    // Source text is the same for both readers; only kdigest's words change.
+    for (zh, en) in d.events().zip(en.events()) {
+        assert_eq!(zh.summary, en.summary);
+        assert_eq!(zh.title, en.title);
+    }
+    // And the whole English render (headings, labels, notes) has no Chinese.
+    let renderer = kdigest::render::Renderer::new("en", None).unwrap();
+    let filtered = digest::filter(&en, &Filter::default(), renderer.locale());
+    let md = renderer
+        .render(&filtered, kdigest::render::Format::Md)
+        .unwrap()
+        .concat();
+    let han: Vec<&str> = md.lines().filter(|l| has_han(l)).collect();
+    assert!(han.is_empty(), "Chinese in the English render: {han:#?}");
+}
+
+#[tokio::test]
+async fn events_are_numbered_once_per_digest_and_filtering_keeps_the_numbers() {
+    let (d, config, _, _dir) = fixture_digest().await;
+    let numbers: Vec<usize> = d.events().map(|e| e.n).collect();
+    assert_eq!(numbers, (1..=numbers.len()).collect::<Vec<_>>());
+    assert!(!d.papers.is_empty() && !d.key_changes.is_empty());
+    let first_paper = &d.papers[0];
+    assert_eq!(first_paper.n, d.key_changes.len() + 1);
+    assert_eq!(d.event_number(first_paper.n).unwrap().id, first_paper.id);
+
+    // The markdown render numbers the first paper after the key changes, not "1.".
+    let renderer = kdigest::render::Renderer::new(&config.digest.language, None).unwrap();
+    let md = renderer
+        .render(&d, kdigest::render::Format::Md)
+        .unwrap()
+        .concat();
+    assert!(
+        md.contains(&format!("### {}. ", first_paper.n)),
+        "first paper not numbered {} in:\n{md}",
+        first_paper.n
+    );
+    assert!(md.starts_with(&format!("# {} · ", d.date)), "{md}");
+
+    // A subscriber who sees only papers sees them under their digest-wide numbers.
+    let locale = Locale::builtin(&config.digest.language);
+    let only_papers: BTreeSet<u64> = d.papers.iter().map(|e| e.n as u64).collect();
+    let filtered = digest::filter(
+        &Digest {
+            key_changes: vec![],
+            other_updates: vec![],
+            ..d.clone()
+        },
+        &Filter::default(),
+        &locale,
+    );
+    let kept: BTreeSet<u64> = filtered.events().map(|e| e.n as u64).collect();
+    assert_eq!(kept, only_papers);
+}

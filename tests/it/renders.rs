@@ -154,6 +154,7 @@ impl Gen {
 
 fn generated_digest(g: &mut Gen, language: &str) -> Digest {
     let event = |g: &mut Gen, i: usize| DigestEvent {
+        n: i + 1,
         id: format!("e{i}"),
         title: g.text(400),
         summary: g.text(3000),
@@ -175,6 +176,7 @@ fn generated_digest(g: &mut Gen, language: &str) -> Digest {
             .collect(),
         score_breakdown: vec![],
         llm_fallback: false,
+        translations: Default::default(),
     };
     let n = g.below(25) as usize;
     let events: Vec<DigestEvent> = (0..n).map(|i| event(g, i)).collect();
@@ -210,6 +212,7 @@ fn generated_digest(g: &mut Gen, language: &str) -> Digest {
             .map(|i| WatchItem {
                 event_id: format!("e{i}"),
                 text: g.text(200),
+                translations: Default::default(),
             })
             .collect(),
         source_counts: vec![SourceCount {

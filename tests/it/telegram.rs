@@ -9,7 +9,9 @@ use kdigest::subscriber::{Address, Status};
 use kdigest::{deliver, pipeline};
 
 use crate::helpers::{self, fixture_config, open_store, spawn_feed_server, write_file_config};
-use crate::telegram_mock::{ChatMode, Mock, TOKEN, callback_update, spawn_mock, text_update};
+use crate::telegram_mock::{
+    ChatMode, Mock, TOKEN, callback_update, spawn_mock, text_update, text_update_from,
+};
 
 /// Waits until the mock has served every scripted update and nothing new was sent for a while.
 async fn settle(mock: &Mock) {
@@ -79,6 +81,8 @@ async fn a_chat_subscribes_tunes_its_filter_and_reads_the_digest() {
         text_update(15, group, 2, "/help@some_other_bot"),
         text_update(16, private, 1, "/frobnicate"),
         text_update(17, private, 1, "just chatting"),
+        text_update_from(18, 3003, 3, "/help", "en-US"),
+        text_update_from(19, 3003, 3, "/why x", "en-US"),
     ];
     mock.updates.lock().unwrap().extend(script);
 
@@ -169,7 +173,8 @@ async fn a_chat_subscribes_tunes_its_filter_and_reads_the_digest() {
         "cooldown: {after_digest:?}"
     );
     assert!(
-        after_digest[1].starts_with("1. CUTLASS 5.0.0") && after_digest[1].contains("impact"),
+        after_digest[1].starts_with("2026-10-28 · 1. CUTLASS 5.0.0")
+            && after_digest[1].contains("impact"),
         "{}",
         after_digest[1]
     );
@@ -209,6 +214,20 @@ async fn a_chat_subscribes_tunes_its_filter_and_reads_the_digest() {
             .await
             .unwrap()
             .is_none()
+    );
+
+    // A user whose Telegram is in English gets English before choosing anything.
+    let english = texts(&mock, 3003);
+    assert_eq!(english.len(), 2, "{english:?}");
+    assert!(
+        english[0].starts_with("kdigest sends one daily digest"),
+        "{}",
+        english[0]
+    );
+    assert!(
+        english[1].contains("is not an event number"),
+        "{}",
+        english[1]
     );
 }
 

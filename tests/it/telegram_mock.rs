@@ -308,14 +308,26 @@ fn check_against_spec(spec: &Value, method: &str, body: &Value) -> Vec<String> {
     problems
 }
 
+/// A text message from a user whose Telegram app is in Chinese.
 pub fn text_update(update_id: i64, chat: i64, user: i64, text: &str) -> Value {
+    text_update_from(update_id, chat, user, text, "zh-hans")
+}
+
+/// A text message from a user whose app language is `language_code`.
+pub fn text_update_from(
+    update_id: i64,
+    chat: i64,
+    user: i64,
+    text: &str,
+    language_code: &str,
+) -> Value {
     json!({
         "update_id": update_id,
         "message": {
             "message_id": update_id,
             "date": 1_761_500_000,
             "chat": chat_json(chat),
-            "from": {"id": user, "is_bot": false, "first_name": "User", "language_code": "en"},
+            "from": {"id": user, "is_bot": false, "first_name": "User", "language_code": language_code},
             "text": text,
         }
     })
