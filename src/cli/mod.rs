@@ -119,8 +119,10 @@ pub fn load_config(path: Option<&Path>) -> Result<Config, ConfigError> {
 pub fn init_logging(format: crate::config::LogFormat, default_level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
+    // Colour only on a terminal: escape codes in a log file or a pipe are noise.
     let builder = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_env_filter(filter);
     let _ = match format {
         crate::config::LogFormat::Json => builder.json().try_init(),

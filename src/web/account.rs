@@ -342,6 +342,26 @@ struct Fields {
     language: Option<String>,
 }
 
+/// The forms post `application/x-www-form-urlencoded`; anything else (text/plain from a
+/// cross-site form, JSON) is refused before it is read.
+fn not_a_form(headers: &HeaderMap) -> Option<Response> {
+    let form = headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| {
+            v.trim()
+                .eq_ignore_ascii_case("application/x-www-form-urlencoded")
+        });
+    (!form).then(|| {
+        (
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "Send the form as application/x-www-form-urlencoded\n",
+        )
+            .into_response()
+    })
+}
+
 fn parse_fields(body: &[u8]) -> Fields {
     let mut fields = Fields::default();
     for (key, value) in url::form_urlencoded::parse(body) {
@@ -443,6 +463,9 @@ pub async fn signup(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    if let Some(refused) = not_a_form(&headers) {
+        return refused;
+    }
     let fields = parse_fields(&body);
     let language = fields
         .language
@@ -642,8 +665,12 @@ pub async fn preferences_form(
 pub async fn preferences(
     State(a): State<Arc<Account>>,
     Path(token): Path<String>,
+    headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    if let Some(refused) = not_a_form(&headers) {
+        return refused;
+    }
     let mut subscriber = match a.subscriber(Purpose::Preferences, &token).await {
         Ok(Some(s)) => s,
         Ok(None) => return a.not_found(&a.default_language),

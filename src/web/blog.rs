@@ -86,6 +86,11 @@ pub async fn home(State(blog): State<Arc<Blog>>, Query(q): Query<PageQuery>) -> 
     let page = q.page.unwrap_or(1).max(1);
     let result = async {
         let total = blog.store.digest_count().await?;
+        let last_page = ((total + PAGE_SIZE - 1) / PAGE_SIZE).max(1);
+        // Past the end (or a number too large to multiply): there is no such page.
+        if page > last_page {
+            return Ok(None);
+        }
         let mut digests = blog
             .store
             .digests_page((page - 1) * PAGE_SIZE, PAGE_SIZE)
@@ -97,11 +102,28 @@ pub async fn home(State(blog): State<Arc<Blog>>, Query(q): Query<PageQuery>) -> 
             }
         }
         let newer = (page > 1).then_some(page - 1);
-        let older = (page * PAGE_SIZE < total).then_some(page + 1);
-        blog.renderer.home(&digests, newer, older, blog.signup)
+        let older = (page < last_page).then_some(page + 1);
+        blog.renderer
+            .home(&digests, newer, older, blog.signup)
+            .map(Some)
     };
     match result.await {
-        Ok(body) => html(StatusCode::OK, body),
+        Ok(Some(body)) => html(StatusCode::OK, body),
+        Ok(None) => not_found(&blog),
+        Err(e) => failure(e),
+    }
+}
+
+/// A 404 that is a page: what is missing and the way home.
+fn not_found(blog: &Blog) -> Response {
+    let t = blog.renderer.locale();
+    let page = crate::render::AccountPage {
+        title: t.get("not_found_title").to_string(),
+        paragraphs: vec![t.get("not_found_text").to_string()],
+        ..Default::default()
+    };
+    match blog.renderer.account_page(&page) {
+        Ok(body) => html(StatusCode::NOT_FOUND, body),
         Err(e) => failure(e),
     }
 }
@@ -118,7 +140,7 @@ pub async fn digest_page(
     Query(q): Query<DigestQuery>,
 ) -> Response {
     let Ok(date) = NaiveDate::parse_from_str(&date, "%Y-%m-%d") else {
-        return StatusCode::NOT_FOUND.into_response();
+        return not_found(&blog);
     };
     // The filtered view asked for, normalised: unknown layers dropped, a threshold outside
     // 0-100 read as 0. It is also the cache key, so equivalent queries share one render.
@@ -168,7 +190,7 @@ pub async fn digest_page(
     };
     match result.await {
         Ok(Some(body)) => html(StatusCode::OK, body),
-        Ok(None) => StatusCode::NOT_FOUND.into_response(),
+        Ok(None) => not_found(&blog),
         Err(e) => failure(e),
     }
 }

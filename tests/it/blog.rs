@@ -110,8 +110,24 @@ async fn readers_browse_digests_read_counts_and_the_atom_feed() {
             .contains("阅读 4"),
         "the cached page shows the new count"
     );
-    assert_eq!(get("/digest/2030-01-01").await.unwrap().status(), 404);
-    assert_eq!(get("/digest/not-a-date").await.unwrap().status(), 404);
+    // Unknown digests, pages past the end and absurd page numbers: a 404 page with a way
+    // home, never a blank body or a negative "older" link.
+    for path in [
+        "/digest/2030-01-01",
+        "/digest/not-a-date",
+        "/?page=2",
+        "/?page=9223372036854775807",
+    ] {
+        let r = get(path).await.unwrap();
+        assert_eq!(r.status(), 404, "{path}");
+        let body = r.text().await.unwrap();
+        assert!(
+            body.contains("没有这个页面") && body.contains("href=\"/\""),
+            "{path}: {body}"
+        );
+        assert!(!body.contains("page=-"), "{path}: {body}");
+    }
+    assert_eq!(get("/?page=1").await.unwrap().status(), 200);
 
     let feed = get("/feed.xml").await.unwrap();
     assert!(

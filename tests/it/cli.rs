@@ -258,3 +258,21 @@ fn a_config_type_error_gives_file_line_column_and_the_line() {
     assert!(err.contains(&at), "{err}");
     assert!(err.contains("3 | concurrency = \"32\""), "{err}");
 }
+
+#[test]
+fn logs_to_a_pipe_have_no_colour_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = file_config(dir.path());
+    // The bundled broken feed makes a warning; stderr is a pipe here.
+    let out = helpers::kdigest(&config, &["digest", "--date", "2026-10-28"])
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("WARN"), "expected a warning: {err}");
+    assert!(
+        !err.contains('\u{1b}'),
+        "ANSI escape in piped logs: {err:?}"
+    );
+}

@@ -103,6 +103,18 @@ async fn readers_sign_up_confirm_once_and_change_their_preferences() {
         .unwrap();
     assert!(zh.contains("<html lang=\"zh-CN\">") && zh.contains("订阅"));
 
+    // A body that is not a form (text/plain, as a cross-site form can send): refused
+    // before it is read, nothing stored.
+    let plain = client
+        .post(format!("{base}subscribe"))
+        .header("content-type", "text/plain")
+        .header("x-forwarded-for", "198.51.100.250, 192.0.2.9")
+        .body("email=plain@example.org")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(plain.status(), 415);
+
     // A bad address: 400 naming the problem, the typed values kept, nothing stored or sent.
     let bad = post(
         "subscribe".into(),
