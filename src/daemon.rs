@@ -160,7 +160,11 @@ async fn run_forever(
                 config.daemon.listen
             )
         })?;
-    tracing::info!(message = "Serving /healthz and /metrics", address = %config.daemon.listen);
+    // The bound address, not the configured one: with port 0 that is the port to use.
+    let bound = listener
+        .local_addr()
+        .map_or_else(|_| config.daemon.listen.to_string(), |a| a.to_string());
+    tracing::info!(message = "Serving /healthz and /metrics", address = %bound);
     // Admin /run requests; capacity one, so a request while one is pending is refused.
     let (run_tx, mut run_rx) = tokio::sync::mpsc::channel::<()>(1);
     let (bot, webhook_bot) = start_telegram_bot(config, store, run_tx, shutdown.clone()).await;
