@@ -20,10 +20,10 @@ use kdigest::config::{Config, SourceConfig, SourceLocation};
 use kdigest::digest::{self, Assembly};
 use kdigest::fetch::Fetcher;
 use kdigest::locale::Locale;
+use kdigest::model::Validators;
 use kdigest::model::{Item, SourceKind, Window};
 use kdigest::parse::parse_feed;
 use kdigest::render::{Format, Renderer};
-use kdigest::store::Validators;
 use kdigest::summarize;
 
 fn stats(mut samples: Vec<Duration>) -> (Duration, Duration) {

@@ -15,10 +15,9 @@ use crate::config::Config;
 use crate::locale::Locale;
 use crate::model::{
     Digest, DigestEvent, Event, EventWords, FailedSource, Filter, Item, ItemKind, SourceCount,
-    SourceLink, WatchItem, Window,
+    SourceLink, Summaries, WatchItem, Window,
 };
 use crate::score::{Assessment, assess};
-use crate::summarize::Summaries;
 use crate::text::truncate_chars;
 
 /// At most this many events are named in the overview paragraph and the watch list.

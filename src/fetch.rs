@@ -19,7 +19,7 @@ use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 use crate::config::{FetchConfig, SourceConfig, SourceLocation};
-use crate::store::Validators;
+use crate::model::Validators;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FetchOutcome {

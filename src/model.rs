@@ -336,6 +336,36 @@ impl Filter {
     }
 }
 
+/// The generated text of one event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventText {
+    pub summary: String,
+    pub why_it_matters: String,
+    pub brief: String,
+    pub watch: String,
+}
+
+/// Texts for each digest candidate (same order), plus what the generation notes report:
+/// what summarising hands to assembly.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Summaries {
+    pub texts: Vec<EventText>,
+    /// Per candidate: true when the LLM was asked and extractive text was used instead.
+    pub fell_back: Vec<bool>,
+    /// `extractive` or the provider's name.
+    pub mode: String,
+    /// The extractive texts in every other reader language, same order as `texts`: what a
+    /// reader of that language gets for what kdigest writes itself.
+    pub other_languages: Vec<(String, Vec<EventText>)>,
+}
+
+/// Conditional-GET validators of one source, kept between runs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Validators {
+    pub etag: Option<String>,
+    pub last_modified: Option<String>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,7 +13,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Row, SqlitePool};
 
-use crate::model::{Digest, Item, Window};
+use crate::model::{Digest, Item, Validators, Window};
 
 mod lease;
 mod outbox;
@@ -25,13 +25,6 @@ pub use subscribers::{NewSubscriber, Signup};
 #[derive(Clone)]
 pub struct Store {
     pool: SqlitePool,
-}
-
-/// Conditional-GET validators of one source.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Validators {
-    pub etag: Option<String>,
-    pub last_modified: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

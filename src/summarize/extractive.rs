@@ -12,10 +12,9 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use super::EventText;
 use crate::digest::Candidate;
 use crate::locale::Locale;
-use crate::model::ItemKind;
+use crate::model::{EventText, ItemKind};
 use crate::text::truncate_chars;
 
 const WHY_CHARS: usize = 360;

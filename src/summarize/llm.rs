@@ -17,10 +17,11 @@ use serde::Deserialize;
 use serde_json::json;
 use sha2::{Digest as _, Sha256};
 
-use super::{EventText, Summaries, extractive};
+use super::extractive;
 use crate::config::{ConfigError, LlmConfig, Secret};
 use crate::digest::Candidate;
 use crate::locale::Locale;
+use crate::model::{EventText, Summaries};
 use crate::parse::hex;
 use crate::store::Store;
 

@@ -5,34 +5,11 @@
 pub mod extractive;
 pub mod llm;
 
-use serde::{Deserialize, Serialize};
-
 use crate::config::{Config, SummarizeMode};
 use crate::digest::Candidate;
 use crate::locale::Locale;
+use crate::model::{EventText, Summaries};
 use crate::store::Store;
-
-/// The generated text of one event.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct EventText {
-    pub summary: String,
-    pub why_it_matters: String,
-    pub brief: String,
-    pub watch: String,
-}
-
-/// Texts for each candidate (same order), plus what the generation notes report.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Summaries {
-    pub texts: Vec<EventText>,
-    /// Per candidate: true when the LLM was asked and extractive text was used instead.
-    pub fell_back: Vec<bool>,
-    /// `extractive` or the provider's name.
-    pub mode: String,
-    /// The extractive texts in every other reader language, same order as `texts`: what a
-    /// reader of that language gets for what kdigest writes itself.
-    pub other_languages: Vec<(String, Vec<EventText>)>,
-}
 
 /// Extractive texts of every candidate in each reader language but the digest's.
 pub fn other_languages(

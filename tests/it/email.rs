@@ -1,4 +1,4 @@
-//! Email through lettre against a real SMTP server on 127.0.0.1 (mailin-embedded, in
+//! Email through lettre against a real SMTP server on 127.0.0.1 (tests/it/smtp.rs, in
 //! process), and the one-click unsubscribe link it carries.
 
 use std::sync::Arc;

@@ -1,46 +1,19 @@
-//! A real SMTP server on 127.0.0.1 (mailin-embedded, in process) and readers for what
-//! arrives: headers, and the decoded text of each MIME part.
+//! An SMTP server on 127.0.0.1 for the email tests, and readers for what arrives: headers,
+//! and the decoded text of each MIME part.
+//!
+//! The server speaks RFC 5321 over real TCP (EHLO/HELO, MAIL, RCPT, DATA with dot
+//! unstuffing, RSET, NOOP, QUIT), one thread per connection, so lettre's pooled client runs
+//! unchanged against it. Recipients containing "bounce" are refused with 550 5.1.1, as a
+//! relay refuses an unknown mailbox. It is written here rather than taken from a crate: the
+//! one in-process server crate (mailin-embedded) builds aws-lc-sys, a C library, into every
+//! test build.
 
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
-
-use mailin_embedded::{Handler, Response, Server, response};
 
 /// Received mails: (recipients, raw message).
 pub type Mails = Arc<Mutex<Vec<(Vec<String>, String)>>>;
-
-#[derive(Clone, Default)]
-struct Inbox {
-    mails: Mails,
-    current: Vec<u8>,
-    to: Vec<String>,
-}
-
-impl Handler for Inbox {
-    fn rcpt(&mut self, to: &str) -> Response {
-        if to.contains("bounce") {
-            response::NO_MAILBOX
-        } else {
-            response::OK
-        }
-    }
-
-    fn data_start(&mut self, _domain: &str, _from: &str, _is8bit: bool, to: &[String]) -> Response {
-        self.current.clear();
-        self.to = to.to_vec();
-        response::OK
-    }
-
-    fn data(&mut self, buf: &[u8]) -> std::io::Result<()> {
-        self.current.extend_from_slice(buf);
-        Ok(())
-    }
-
-    fn data_end(&mut self) -> Response {
-        let mail = String::from_utf8_lossy(&self.current).into_owned();
-        self.mails.lock().unwrap().push((self.to.clone(), mail));
-        response::OK
-    }
-}
 
 pub fn spawn_smtp() -> (u16, Mails) {
     spawn_smtp_on(0)
@@ -48,16 +21,100 @@ pub fn spawn_smtp() -> (u16, Mails) {
 
 /// The SMTP server on a given port (0: any free one).
 pub fn spawn_smtp_on(port: u16) -> (u16, Mails) {
-    let inbox = Inbox::default();
-    let mails = inbox.mails.clone();
-    let listener = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+    let mails = Mails::default();
+    let listener = TcpListener::bind(("127.0.0.1", port)).unwrap();
     let port = listener.local_addr().unwrap().port();
-    let mut server = Server::new(inbox);
-    server.with_name("localhost").with_tcp_listener(listener);
+    let inbox = mails.clone();
     std::thread::spawn(move || {
-        let _ = server.serve();
+        for stream in listener.incoming().flatten() {
+            let inbox = inbox.clone();
+            std::thread::spawn(move || {
+                let _ = session(stream, &inbox);
+            });
+        }
     });
     (port, mails)
+}
+
+fn session(stream: TcpStream, mails: &Mails) -> std::io::Result<()> {
+    let mut out = stream.try_clone()?;
+    let mut reader = BufReader::new(stream);
+    let mut reply = |text: &str| out.write_all(format!("{text}\r\n").as_bytes());
+    reply("220 localhost ESMTP kdigest-test")?;
+    let (mut from, mut to) = (None::<String>, Vec::<String>::new());
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if reader.read_line(&mut line)? == 0 {
+            return Ok(());
+        }
+        let command = line.trim_end();
+        let verb = command
+            .split([' ', ':'])
+            .next()
+            .unwrap_or("")
+            .to_ascii_uppercase();
+        match verb.as_str() {
+            "EHLO" => reply("250-localhost\r\n250-8BITMIME\r\n250 SMTPUTF8")?,
+            "HELO" => reply("250 localhost")?,
+            "MAIL" => {
+                from = Some(address(command));
+                to.clear();
+                reply("250 2.1.0 OK")?;
+            }
+            "RCPT" if from.is_none() => reply("503 5.5.1 MAIL first")?,
+            "RCPT" => {
+                let rcpt = address(command);
+                if rcpt.contains("bounce") {
+                    reply("550 5.1.1 No such mailbox")?;
+                } else {
+                    to.push(rcpt);
+                    reply("250 2.1.5 OK")?;
+                }
+            }
+            "DATA" if to.is_empty() => reply("554 5.5.1 No valid recipients")?,
+            "DATA" => {
+                reply("354 End data with <CR><LF>.<CR><LF>")?;
+                let mut message = String::new();
+                loop {
+                    let mut data = String::new();
+                    if reader.read_line(&mut data)? == 0 {
+                        return Ok(());
+                    }
+                    if data == ".\r\n" {
+                        break;
+                    }
+                    // Dot unstuffing (RFC 5321 4.5.2).
+                    message.push_str(data.strip_prefix('.').unwrap_or(&data));
+                }
+                mails
+                    .lock()
+                    .unwrap()
+                    .push((std::mem::take(&mut to), message));
+                from = None;
+                reply("250 2.0.0 Queued")?;
+            }
+            "RSET" => {
+                from = None;
+                to.clear();
+                reply("250 2.0.0 OK")?;
+            }
+            "NOOP" => reply("250 2.0.0 OK")?,
+            "QUIT" => {
+                reply("221 2.0.0 Bye")?;
+                return Ok(());
+            }
+            _ => reply("502 5.5.2 Command not implemented")?,
+        }
+    }
+}
+
+/// The address between angle brackets of `MAIL FROM:<a>` or `RCPT TO:<b>`.
+fn address(command: &str) -> String {
+    command
+        .split_once('<')
+        .and_then(|(_, rest)| rest.split_once('>'))
+        .map_or_else(String::new, |(addr, _)| addr.to_string())
 }
 
 /// The value of a header, unfolded.
