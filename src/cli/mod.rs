@@ -10,6 +10,7 @@ use anyhow::Context as _;
 use chrono::{NaiveDate, Utc};
 use clap::{Parser, Subcommand};
 
+mod progress;
 mod status;
 pub mod subscribers;
 
@@ -17,7 +18,6 @@ use crate::classify::Classifier;
 use crate::config::{Config, ConfigError};
 use crate::digest;
 use crate::model::{Digest, DigestEvent, ScoreComponent};
-use crate::pipeline;
 use crate::render::{Format, Renderer};
 use crate::store::Store;
 
@@ -121,7 +121,7 @@ pub fn init_logging(format: crate::config::LogFormat, default_level: &str) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
     // Colour only on a terminal: escape codes in a log file or a pipe are noise.
     let builder = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
+        .with_writer(progress::LogWriter::default)
         .with_ansi(std::io::stderr().is_terminal())
         .with_env_filter(filter);
     let _ = match format {
@@ -213,7 +213,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             };
             let digest = match stored {
                 Some(d) => d,
-                None => generate_with_progress(&config, &store, date).await?,
+                None => progress::generate(&config, &store, date).await?,
             };
             let renderer = Renderer::new(
                 &config.digest.language,
@@ -310,31 +310,6 @@ pub async fn resolve_date(raw: &str, config: &Config) -> anyhow::Result<NaiveDat
             .into()
         }),
     }
-}
-
-/// Generates with a progress bar on stderr when stderr is a terminal; quiet otherwise.
-async fn generate_with_progress(
-    config: &Config,
-    store: &Store,
-    date: NaiveDate,
-) -> anyhow::Result<Digest> {
-    if !std::io::stderr().is_terminal() {
-        return pipeline::generate(config, store, date, &|_| {}).await;
-    }
-    let bar = indicatif::ProgressBar::new(config.sources.len() as u64);
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{spinner} fetching {pos}/{len} sources {wide_msg}",
-        )
-        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
-    let tick = |name: &str| {
-        bar.inc(1);
-        bar.set_message(name.to_string());
-    };
-    let result = pipeline::generate(config, store, date, &tick).await;
-    bar.finish_and_clear();
-    result
 }
 
 async fn explain(

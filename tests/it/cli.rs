@@ -276,3 +276,47 @@ fn logs_to_a_pipe_have_no_colour_codes() {
         "ANSI escape in piped logs: {err:?}"
     );
 }
+
+#[test]
+fn on_a_terminal_warnings_print_above_the_progress_bar_not_onto_it() {
+    // `script` (util-linux) gives the binary a pseudo-terminal, so the bar is drawn.
+    if std::process::Command::new("script")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        assert!(std::env::var("CI").is_err(), "CI needs util-linux's script");
+        eprintln!("skipped: no `script` command to make a terminal");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let config = file_config(dir.path());
+    let command = format!(
+        "{} --config {} digest --date 2026-10-28 --format json",
+        env!("CARGO_BIN_EXE_kdigest"),
+        config.display()
+    );
+    let typescript = dir.path().join("typescript");
+    let out = std::process::Command::new("script")
+        .args(["-qec", &command])
+        .arg(&typescript)
+        .env("RUST_LOG", "warn")
+        .env("TERM", "xterm-256color")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let screen = String::from_utf8_lossy(&std::fs::read(&typescript).unwrap()).into_owned();
+    assert!(
+        screen.contains("fetched"),
+        "no progress bar drawn: {screen:?}"
+    );
+    let warn = screen.find("WARN").expect("the broken feed warns");
+    // What the terminal line holds when the warning starts: the text since the last line
+    // start or line clear. The bar must have been cleared first.
+    let line_start = screen[..warn].rfind(['\n', '\r']).map_or(0, |i| i + 1);
+    let line = &screen[line_start..warn];
+    assert!(
+        !line.contains("fetched"),
+        "warning written onto the bar line: {line:?}"
+    );
+}
