@@ -37,8 +37,9 @@ impl Channel {
 }
 
 /// A bare address (`name@example.org`, no display name, comment or angle brackets), ASCII
-/// only, with its domain lower-cased, so one mailbox is one subscriber whatever the case of
-/// its domain.
+/// only, lower-cased, so one mailbox is one subscriber however it is typed. RFC 5321 lets a
+/// server treat the local part's case as significant, but the mail systems readers use do
+/// not, and `Alice@` and `alice@` as two subscribers would mail one reader twice.
 fn normalize_email(target: &str) -> Result<String, String> {
     let invalid = || format!("\"{target}\" is not an email address; expected name@example.org");
     if !target.is_ascii() {
@@ -55,7 +56,7 @@ fn normalize_email(target: &str) -> Result<String, String> {
     if !well_formed {
         return Err(invalid());
     }
-    Ok(format!("{}@{domain}", parsed.user()))
+    Ok(format!("{}@{domain}", parsed.user().to_ascii_lowercase()))
 }
 
 /// Where one subscriber receives the digest.
@@ -280,7 +281,7 @@ mod tests {
         }
         assert_eq!(
             Address::parse("email:Alice@Example.ORG").unwrap(),
-            Address::Email("Alice@example.org".into())
+            Address::Email("alice@example.org".into())
         );
         assert!(
             Address::parse("email:名@example.org")

@@ -395,6 +395,10 @@ fn subscribers_cli_validates_and_manages_subscribers() {
     assert!(ok.status.success(), "{}", text(&ok));
     let dup = run(&["subscribers", "add", "email:alice@example.org"]);
     assert_eq!(dup.status.code(), Some(2));
+    // The same mailbox typed with capitals is the same subscriber.
+    let dup_case = run(&["subscribers", "add", "email:Alice@Example.ORG"]);
+    assert_eq!(dup_case.status.code(), Some(2), "{}", text(&dup_case));
+    assert!(text(&dup_case).contains("already subscribed"), "{}", text(&dup_case));
     let hook = run(&[
         "subscribers",
         "add",
