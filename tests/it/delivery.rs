@@ -398,7 +398,11 @@ fn subscribers_cli_validates_and_manages_subscribers() {
     // The same mailbox typed with capitals is the same subscriber.
     let dup_case = run(&["subscribers", "add", "email:Alice@Example.ORG"]);
     assert_eq!(dup_case.status.code(), Some(2), "{}", text(&dup_case));
-    assert!(text(&dup_case).contains("already subscribed"), "{}", text(&dup_case));
+    assert!(
+        text(&dup_case).contains("already subscribed"),
+        "{}",
+        text(&dup_case)
+    );
     let hook = run(&[
         "subscribers",
         "add",
@@ -563,4 +567,35 @@ async fn the_daemon_serves_health_and_metrics_and_stops_on_sigterm() {
             .any(|l| l.starts_with('{') && l.contains("Shutdown signal received")),
         "JSON logs: {logs}"
     );
+}
+
+#[test]
+fn the_daemon_logs_the_port_it_bound_when_told_port_0() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let config = binary_config(dir.path());
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str("[daemon]\nlisten = \"127.0.0.1:0\"\nlog_format = \"json\"\n");
+    std::fs::write(&config, text).unwrap();
+    let mut child = kdigest(&config, &["run"])
+        .env("RUST_LOG", "info")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let address = BufReader::new(stderr)
+        .lines()
+        .map_while(Result::ok)
+        .find(|l| l.contains("Serving /healthz"))
+        .and_then(|l| {
+            let v: serde_json::Value = serde_json::from_str(&l).ok()?;
+            v["fields"]["address"].as_str().map(str::to_string)
+        });
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
+    let address = address.expect("a JSON log line naming the address");
+    let port: u16 = address.rsplit(':').next().unwrap().parse().unwrap();
+    assert!(port > 0, "logged {address}, not the bound port");
 }
