@@ -1,4 +1,4 @@
-//! Reading sections out of the TOML table and describing serde's errors: key paths, unknown
+//! Reading sections out of the TOML document and describing serde's errors: key paths, unknown
 //! keys with the nearest valid one, every problem collected rather than the first.
 
 use serde::de::{DeserializeOwned, IntoDeserializer};
