@@ -86,7 +86,8 @@ pub fn command_definitions(layers: &[&str]) -> Value {
             "why",
             "cmd_why",
             vec![
-                json!({"type": 4, "name": "n", "description": "Event number", "min_value": 1, "required": true})
+                json!({"type": 4, "name": "n", "description": "Event number", "min_value": 1, "required": true}),
+                json!({"type": 3, "name": "date", "description": "today, yesterday, latest or YYYY-MM-DD (default: the latest digest)"})
             ]
         ),
     ])
@@ -101,11 +102,15 @@ pub fn command_text(interaction: &Value) -> Option<String> {
     let data = &interaction["data"];
     let name = data["name"].as_str()?;
     let mut text = format!("/{name}");
-    // Options in the order the command defines them, whatever order they arrive in.
-    let order = ["date", "layer", "min_score", "value", "language", "n"];
+    // Options in the order the text form takes them, whatever order they arrive in.
+    let order: &[&str] = if name == "why" {
+        &["n", "date"]
+    } else {
+        &["date", "layer", "min_score", "value", "language", "n"]
+    };
     let options = data["options"].as_array().cloned().unwrap_or_default();
     for key in order {
-        if let Some(o) = options.iter().find(|o| o["name"] == key) {
+        if let Some(o) = options.iter().find(|o| o["name"] == *key) {
             match &o["value"] {
                 Value::String(s) => text.push_str(&format!(
                     " {}",

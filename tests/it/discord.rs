@@ -476,6 +476,9 @@ fn real_interaction_payloads_map_to_command_text() {
         command_text(&layered).as_deref(),
         Some("/digest latest runtime")
     );
+    // /why takes the number first, then the date, as its text form does.
+    let why = json!({"type": 2, "data": {"name": "why", "options": [{"name": "date", "value": "2026-10-28"}, {"name": "n", "value": 4}]}});
+    assert_eq!(command_text(&why).as_deref(), Some("/why 4 2026-10-28"));
     // Gateway mode serialises serenity's model back to JSON: the mapping must not change.
     let text =
         std::fs::read_to_string(dir.join("application-commands__example_interaction__L500.json"))

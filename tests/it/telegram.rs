@@ -83,6 +83,7 @@ async fn a_chat_subscribes_tunes_its_filter_and_reads_the_digest() {
         text_update(17, private, 1, "just chatting"),
         text_update_from(18, 3003, 3, "/help", "en-US"),
         text_update_from(19, 3003, 3, "/why x", "en-US"),
+        text_update_from(20, 3003, 3, "/why 4 2026-10-28", "en-US"),
     ];
     mock.updates.lock().unwrap().extend(script);
 
@@ -218,7 +219,7 @@ async fn a_chat_subscribes_tunes_its_filter_and_reads_the_digest() {
 
     // A user whose Telegram is in English gets English before choosing anything.
     let english = texts(&mock, 3003);
-    assert_eq!(english.len(), 2, "{english:?}");
+    assert_eq!(english.len(), 3, "{english:?}");
     assert!(
         english[0].starts_with("kdigest sends one daily digest"),
         "{}",
@@ -228,6 +229,12 @@ async fn a_chat_subscribes_tunes_its_filter_and_reads_the_digest() {
         english[1].contains("is not an event number"),
         "{}",
         english[1]
+    );
+    // Event 4 of that day is its first paper, numbered as the renders number it.
+    assert!(
+        english[2].starts_with("2026-10-28 · 4. TileFuse"),
+        "{}",
+        english[2]
     );
 }
 
