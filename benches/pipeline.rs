@@ -52,7 +52,9 @@ fn one_run(
     let n_events = all.len();
     let eligible = digest::eligible(all, config);
     let locale = renderer.locale();
-    let texts = summarize::extractive_all(&eligible, locale, config.summarize.summary_chars);
+    let mut texts = summarize::extractive_all(&eligible, locale, config.summarize.summary_chars);
+    // As the pipeline does: kdigest's own words in every other reader language too.
+    texts.other_languages = summarize::other_languages(&eligible, config).expect("locales load");
     let d = digest::assemble(
         &eligible,
         &texts,
