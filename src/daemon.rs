@@ -256,7 +256,7 @@ async fn run_forever(
     // and planning is idempotent, so this also finishes a run that crashed after generating.
     if let Some(tick) = previous_run(&config.schedule, Utc::now()) {
         tracing::info!(message = "Catching up on the latest run", tick = %tick);
-        log_tick_error(run_tick(config, store, engine, metrics, tick).await);
+        run_tick_retrying(config, store, engine, metrics, tick, &shutdown).await;
     }
     loop {
         let Some(next) = next_run(&config.schedule, Utc::now()) else {
@@ -265,8 +265,9 @@ async fn run_forever(
         };
         tracing::info!(message = "Next run scheduled", at = %next);
         let wait = (next - Utc::now()).to_std().unwrap_or_default();
+        let retry_shutdown = shutdown.clone();
         tokio::select! {
-            _ = tokio::time::sleep(wait) => log_tick_error(run_tick(config, store, engine, metrics, next).await),
+            _ = tokio::time::sleep(wait) => run_tick_retrying(config, store, engine, metrics, next, &retry_shutdown).await,
             Some(()) = run_rx.recv() => {
                 let tick = previous_run(&config.schedule, Utc::now()).unwrap_or_else(Utc::now);
                 tracing::info!(message = "Run requested by an admin", tick = %tick);
@@ -350,6 +351,46 @@ fn log_tick_error(result: anyhow::Result<()>) {
     }
 }
 
+/// First wait before a tick whose sources failed is tried again; it doubles up to the cap.
+const SOURCES_RETRY_FIRST: std::time::Duration = std::time::Duration::from_secs(60);
+const SOURCES_RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(30 * 60);
+
+/// A tick on which too few sources answered is tried again with backoff until the next
+/// tick is due (a failed day is retried, never stored as a quiet one); any other error waits
+/// for the next tick.
+async fn run_tick_retrying(
+    config: &Config,
+    store: &Store,
+    engine: &Engine,
+    metrics: &Metrics,
+    tick: DateTime<Utc>,
+    shutdown: &watch::Receiver<bool>,
+) {
+    let deadline = next_run(&config.schedule, tick);
+    let mut delay = SOURCES_RETRY_FIRST;
+    loop {
+        let result = run_tick(config, store, engine, metrics, tick).await;
+        let Err(error) = &result else {
+            return;
+        };
+        if error.downcast_ref::<pipeline::SourcesFailed>().is_none() {
+            return log_tick_error(result);
+        }
+        let retry_at = Utc::now() + chrono::Duration::from_std(delay).unwrap_or_default();
+        if deadline.is_some_and(|d| retry_at >= d) {
+            tracing::error!(message = "Too few sources answered; giving up on this run before the next one", error = %format!("{error:#}"));
+            return;
+        }
+        tracing::warn!(message = "Too few sources answered; nothing stored, trying again", in_secs = delay.as_secs(), error = %format!("{error:#}"));
+        let mut stop = shutdown.clone();
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            _ = stop.wait_for(|stop| *stop) => return,
+        }
+        delay = (delay * 2).min(SOURCES_RETRY_MAX);
+    }
+}
+
 /// Generates the digest of the window ending at `tick` (unless stored) and plans it.
 async fn run_tick(
     config: &Config,
@@ -373,7 +414,17 @@ async fn prepare(
     let digest = match store.load_digest(date).await? {
         Some(d) => d,
         None => {
-            let d = pipeline::generate_window(config, store, date, window, &|_| {}).await?;
+            let d = match pipeline::generate_window(config, store, date, window, &|_| {}).await {
+                Ok(d) => d,
+                Err(error) => {
+                    if let Some(failed) = error.downcast_ref::<pipeline::SourcesFailed>() {
+                        for f in &failed.failed {
+                            metrics.fetch_failure(&f.source);
+                        }
+                    }
+                    return Err(error);
+                }
+            };
             metrics.digest_generated(Utc::now().timestamp());
             for failed in &d.failed_sources {
                 metrics.fetch_failure(&failed.source);

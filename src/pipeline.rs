@@ -14,6 +14,62 @@ use crate::parse::parse_feed;
 use crate::store::Store;
 use crate::summarize;
 
+/// Too few sources answered: the run stores and delivers nothing (exit 1), so a network
+/// outage never goes out as a quiet day. Sources that answered with nothing new count as
+/// answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourcesFailed {
+    pub answered: usize,
+    pub total: usize,
+    pub failed: Vec<FailedSource>,
+}
+
+impl std::fmt::Display for SourcesFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.answered == 0 {
+            write!(f, "Every source failed ({} of {})", self.total, self.total)?;
+        } else {
+            write!(
+                f,
+                "Only {} of {} sources answered (fewer than fetch.min_success_share)",
+                self.answered, self.total
+            )?;
+        }
+        write!(f, "; no digest was stored or delivered. Failed sources:")?;
+        for s in &self.failed {
+            write!(f, "\n  - {}: {}", s.source, s.error)?;
+        }
+        write!(
+            f,
+            "\nCheck the network and the source URLs, then run again (the daemon retries by itself)"
+        )
+    }
+}
+
+impl std::error::Error for SourcesFailed {}
+
+/// The check itself: `Err` when the run must stop.
+pub fn enough_sources(
+    config: &Config,
+    failed: Vec<FailedSource>,
+) -> Result<Vec<FailedSource>, SourcesFailed> {
+    let total = config.sources.len();
+    let answered = total - failed.len().min(total);
+    let share = if total == 0 {
+        1.0
+    } else {
+        answered as f64 / total as f64
+    };
+    if total > 0 && (answered == 0 || share < config.fetch.min_success_share) {
+        return Err(SourcesFailed {
+            answered,
+            total,
+            failed,
+        });
+    }
+    Ok(failed)
+}
+
 /// Progress callbacks for a terminal; the daemon passes none.
 pub type Progress<'a> = &'a (dyn Fn(&str) + Sync);
 
@@ -149,6 +205,38 @@ pub async fn generate_window(
     progress: Progress<'_>,
 ) -> anyhow::Result<Digest> {
     summarize::check_ready(config)?;
-    let failed = refresh_sources(config, store, progress).await?;
+    let failed = enough_sources(config, refresh_sources(config, store, progress).await?)?;
     build_digest(config, store, date, window, failed, Utc::now()).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failed(n: usize) -> Vec<FailedSource> {
+        (0..n)
+            .map(|i| FailedSource {
+                source: format!("s{i}"),
+                error: "timed out".into(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn too_few_sources_answering_stops_the_run() {
+        let mut config = Config::parse("").unwrap();
+        let total = config.sources.len();
+        assert!(total >= 4);
+        assert!(
+            enough_sources(&config, failed(total - 1)).is_ok(),
+            "one answered"
+        );
+        let all = enough_sources(&config, failed(total)).unwrap_err();
+        assert_eq!((all.answered, all.total), (0, total));
+        assert!(all.to_string().starts_with("Every source failed"));
+        config.fetch.min_success_share = 0.5;
+        let few = enough_sources(&config, failed(total - 1)).unwrap_err();
+        assert!(few.to_string().starts_with("Only 1 of"), "{few}");
+        assert!(enough_sources(&config, failed(total / 2)).is_ok());
+    }
 }

@@ -358,6 +358,9 @@ pub struct FetchConfig {
     pub max_redirects: usize,
     pub retries: u32,
     pub user_agent: String,
+    /// Below this share of sources answering (and always when none does) a run stores and
+    /// delivers nothing: a failed day is not a quiet day.
+    pub min_success_share: f64,
 }
 
 #[derive(Debug, Clone)]

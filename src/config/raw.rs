@@ -119,6 +119,7 @@ pub struct RawFetch {
     pub max_redirects: usize,
     pub retries: u32,
     pub user_agent: String,
+    pub min_success_share: f64,
 }
 
 impl Default for RawFetch {
@@ -130,6 +131,7 @@ impl Default for RawFetch {
             max_body_bytes: 10 * 1024 * 1024,
             max_redirects: 5,
             retries: 2,
+            min_success_share: 0.0,
             user_agent: concat!(
                 "kdigest/",
                 env!("CARGO_PKG_VERSION"),

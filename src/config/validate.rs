@@ -305,7 +305,14 @@ pub(super) fn validate_fetch(raw: RawFetch, problems: &mut Vec<String>) -> Fetch
             raw.retries
         ));
     }
+    if !(0.0..=1.0).contains(&raw.min_success_share) {
+        problems.push(format!(
+            "fetch.min_success_share: {} is out of range; use a share from 0 (at least one source must answer) to 1 (every source must)",
+            raw.min_success_share
+        ));
+    }
     FetchConfig {
+        min_success_share: raw.min_success_share.clamp(0.0, 1.0),
         concurrency: raw.concurrency.clamp(1, 1024),
         per_host_concurrency: raw.per_host_concurrency.max(1),
         timeout: Duration::from_secs_f64(raw.timeout_secs.clamp(0.001, 600.0)),

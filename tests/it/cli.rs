@@ -320,3 +320,76 @@ fn on_a_terminal_warnings_print_above_the_progress_bar_not_onto_it() {
         "warning written onto the bar line: {line:?}"
     );
 }
+
+/// The demo configuration with every source unreachable (files that do not exist).
+fn unreachable_config(dir: &Path) -> std::path::PathBuf {
+    let text = kdigest::demo::DEMO_CONFIG.replace("{base}", "file:///nonexistent/kdigest-feeds");
+    let path = dir.join("config.toml");
+    std::fs::write(
+        &path,
+        format!("{text}\n[storage]\npath = \"db/kdigest.sqlite\"\n"),
+    )
+    .unwrap();
+    path
+}
+
+#[test]
+fn a_day_when_every_source_failed_exits_1_and_stores_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = unreachable_config(dir.path());
+    let out = kdigest(&config, &["digest", "--date", "2026-10-28"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(
+        stdout(&out).is_empty(),
+        "no quiet-day digest printed: {}",
+        stdout(&out)
+    );
+    let err = stderr(&out);
+    assert!(err.contains("Every source failed (6 of 6)"), "{err}");
+    assert!(err.contains("no digest was stored or delivered"), "{err}");
+    assert!(
+        err.contains("triton-lang/triton:"),
+        "each source is named: {err}"
+    );
+
+    // run --once: nothing stored, nothing planned or delivered, exit 1.
+    let add = kdigest(
+        &config,
+        &["subscribers", "add", "webhook:http://127.0.0.1:9/hook"],
+    );
+    assert!(add.status.success(), "{}", stderr(&add));
+    let once = kdigest(&config, &["run", "--once", "--date", "2026-10-28"]);
+    assert_eq!(once.status.code(), Some(1), "{}", stderr(&once));
+    assert!(
+        stderr(&once).contains("Every source failed"),
+        "{}",
+        stderr(&once)
+    );
+    let list = kdigest(&config, &["digests", "list"]);
+    assert!(
+        stdout(&list).contains("No digests stored yet"),
+        "{}",
+        stdout(&list)
+    );
+    let status = kdigest(&config, &["status"]);
+    assert!(
+        stdout(&status).contains("Last digest: none yet"),
+        "{}",
+        stdout(&status)
+    );
+}
+
+#[test]
+fn a_quiet_day_is_still_a_digest_when_the_sources_answered() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = file_config(dir.path());
+    // The sample feeds answer, but nothing in them falls in this window.
+    let out = kdigest(
+        &config,
+        &["digest", "--date", "2026-06-01", "--format", "json"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["date"], "2026-06-01");
+    assert_eq!(v["key_changes"].as_array().unwrap().len(), 0);
+}
