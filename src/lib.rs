@@ -29,6 +29,7 @@ pub mod metrics;
 pub mod model;
 pub mod parse;
 pub mod pipeline;
+pub mod release_notes;
 pub mod render;
 pub mod schedule;
 pub mod score;

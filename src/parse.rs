@@ -213,12 +213,10 @@ fn to_item(entry: feed_rs::model::Entry, source: &SourceConfig, fetched_at: Date
     } else {
         title
     };
-    let release = match kind {
-        ItemKind::Release => Some(release_level(&link, &title)),
-        // A post announcing a versioned release ("CUDA 13.1 Introduces ...") weighs like one.
-        ItemKind::Post if announces_release(&title, &text) => Some(release_level("", &title)),
-        _ => None,
-    };
+    // Only release sources have versions worth scoring: a "3.0" in a blog title ("Vision
+    // 3.0 for warehouses") is not a release, and a vendor post announcing one is scored as a
+    // post, on what it reports.
+    let release = (kind == ItemKind::Release).then(|| release_level(&link, &title));
     let mut cited_arxiv: Vec<String> = links.iter().filter_map(|l| arxiv_id(l)).collect();
     cited_arxiv.sort();
     cited_arxiv.dedup();
@@ -306,16 +304,6 @@ fn is_bare_version(title: &str) -> bool {
     VERSION
         .find(&title.to_ascii_lowercase())
         .is_some_and(|m| m.start() == 0 && m.end() == title.len())
-}
-
-fn announces_release(title: &str, text: &str) -> bool {
-    let has_version = VERSION.captures(title).is_some_and(|c| c.get(2).is_some());
-    let head: String =
-        format!("{title} {}", text.chars().take(400).collect::<String>()).to_lowercase();
-    has_version
-        && ["release", "now available", "introduces", "announc"]
-            .iter()
-            .any(|w| head.contains(w))
 }
 
 /// Release level from the tag in the release URL, else from the title.
@@ -411,11 +399,6 @@ mod tests {
         assert!(is_bare_version("v3.6.0"));
         assert!(is_bare_version("3.6.0-rc1"));
         assert!(!is_bare_version("PyTorch 2.10.0 Release"));
-        assert!(announces_release("CUDA 13.1 Introduces cuTile", ""));
-        assert!(!announces_release(
-            "Finding bank conflicts with Nsight",
-            "now available"
-        ));
     }
 
     #[test]
@@ -431,6 +414,17 @@ mod tests {
             parse_feed(b"<rss><channel><item>", &s, now),
             Err(ParseError::Invalid(_))
         ));
+    }
+
+    #[test]
+    fn a_version_in_a_blog_title_is_not_a_release() {
+        let xml = br#"<?xml version="1.0"?><rss version="2.0"><channel><title>t</title>
+            <item><title>Vision 3.0 for warehouse robots is now available</title><link>https://example.org/a</link><description>We announce the release of Vision 3.0.</description></item>
+            </channel></rss>"#;
+        let now = Utc.with_ymd_and_hms(2026, 10, 28, 0, 0, 0).unwrap();
+        let items = parse_feed(xml, &source(SourceKind::Blog), now).unwrap();
+        assert_eq!(items[0].kind, ItemKind::Post);
+        assert_eq!(items[0].release, None);
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! - source: the highest configured weight among the event's sources.
 //! - relevance: k / 10 capped at 1, where k = distinct layer keywords matched + distinct
 //!   keywords matched in a title (title words count twice). No keyword, no relevance.
-//! - impact: releases (and posts announcing a versioned release) by level (major 1.0, minor 0.75, patch 0.35, pre-release 0.3,
+//! - impact: releases (from release sources only) by level (major 1.0, minor 0.75, patch 0.35, pre-release 0.3,
 //!   nightly 0.1) plus 0.05 per quantified result (max +0.2); papers and posts 0.3 plus 0.15
 //!   per quantified result, counting at most three. A quantified result is a number with a
 //!   unit of effect: "40x", "1.9×", "0.2%", "120 TFLOPS".

@@ -2,11 +2,15 @@
 //!
 //! - summary: the leading sentences of the primary item (else of any item) within the
 //!   `summarize.summary_chars` budget; headings and boiler-plate lines are skipped.
-//! - why it matters: up to two later sentences carrying impact cues (a quantified result or
-//!   words such as "faster", "outperforms", "breaking"), else a line built from the locale
-//!   table out of the event kind, its layers and its quantified results.
+//! - why it matters: for a release, its breaking and behaviour changes first
+//!   ([`crate::release_notes`]), quoted and marked; then up to two later sentences carrying
+//!   impact cues (a quantified result or words such as "faster", "outperforms"); else a line
+//!   built from the locale table out of the event kind, its layers (when it has any) and its
+//!   quantified results.
 //! - brief (for the overview): the first summary sentence, at most 200 characters.
-//! - watch: a locale phrase for the event kind around its title.
+//! - watch: a locale phrase for what to follow: the first change to plan for in a release
+//!   with breaking changes, regressions in a pre-release, reproduction of a paper whose code
+//!   is out (else whether it will be), follow-ups of a post.
 
 use std::sync::LazyLock;
 
@@ -14,15 +18,26 @@ use regex::Regex;
 
 use crate::digest::Candidate;
 use crate::locale::Locale;
-use crate::model::{EventText, ItemKind};
+use crate::model::{EventText, ItemKind, ReleaseLevel};
+use crate::release_notes;
 use crate::text::truncate_chars;
 
 const WHY_CHARS: usize = 360;
+/// Each quoted breaking or behaviour change, at most.
+const CHANGE_CHARS: usize = 200;
 const BRIEF_CHARS: usize = 200;
 
 static IMPACT_CUE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
         r"(?i)\b(faster|speedups?|outperform\w*|breaking|deprecat\w*|regressions?|up to|speeds? up|for the first time|state[- ]of[- ]the[- ]art)\b|\d(?:x\b|×|%)",
+    )
+    .expect("valid regex")
+});
+
+/// A paper that says its code is out: what to watch is reproduction, not the release.
+static CODE_RELEASED: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?i)\b(code (?:and \w+ )?(?:is|are) (?:publicly |openly )?available|open[- ]sourced?|we release|github\.com/)",
     )
     .expect("valid regex")
 });
@@ -52,36 +67,64 @@ pub fn summarize(candidate: &Candidate, locale: &Locale, budget: usize) -> Event
     }
     let summary = truncate_chars(&summary, budget);
 
+    // Breaking and behaviour changes are the first thing an engineer needs from release
+    // notes: they always lead "why it matters", quoted and marked.
+    let notes = (event.primary().kind == ItemKind::Release).then(|| release_notes::read(text));
+    let changes: Vec<&str> = notes
+        .as_ref()
+        .map(|n| n.changes_to_act_on().into_iter().take(2).collect())
+        .unwrap_or_default();
     let cues: Vec<&String> = sentences[used.min(sentences.len())..]
         .iter()
-        .filter(|s| IMPACT_CUE.is_match(s))
+        .filter(|s| IMPACT_CUE.is_match(s) && !changes.iter().any(|c| c.contains(s.as_str())))
         .take(2)
         .collect();
-    let why_it_matters = if cues.is_empty() {
-        fallback_why(candidate, locale)
-    } else {
-        truncate_chars(
-            &cues
+    let cue_text = cues
+        .iter()
+        .map(|s| s.as_str())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let why_it_matters = match (changes.is_empty(), cue_text.is_empty()) {
+        (true, true) => fallback_why(candidate, locale),
+        (true, false) => truncate_chars(&cue_text, WHY_CHARS),
+        (false, _) => {
+            let quoted: Vec<String> = changes
                 .iter()
-                .map(|s| s.as_str())
-                .collect::<Vec<_>>()
-                .join(" "),
-            WHY_CHARS,
-        )
+                .map(|c| locale.fill("quote", &[("text", &truncate_chars(c, CHANGE_CHARS))]))
+                .collect();
+            let marked = locale.fill("why_changes", &[("changes", &quoted.join(" "))]);
+            truncate_chars(
+                format!("{marked} {cue_text}").trim(),
+                WHY_CHARS + CHANGE_CHARS,
+            )
+        }
     };
 
     let brief = truncate_chars(
         sentences.first().map_or(summary.as_str(), String::as_str),
         BRIEF_CHARS,
     );
-    let watch_key = match event.primary().kind {
-        ItemKind::Release => "watch_release",
-        ItemKind::Paper => "watch_paper",
-        ItemKind::Post => "watch_post",
+    let watch_key = match (event.primary().kind, candidate.assessment.release) {
+        (ItemKind::Release, _) if !changes.is_empty() => "watch_release_breaking",
+        (ItemKind::Release, Some(ReleaseLevel::PreRelease | ReleaseLevel::Nightly)) => {
+            "watch_prerelease"
+        }
+        (ItemKind::Release, _) => "watch_release",
+        (ItemKind::Paper, _) if CODE_RELEASED.is_match(text) => "watch_paper_code",
+        (ItemKind::Paper, _) => "watch_paper",
+        (ItemKind::Post, _) => "watch_post",
     };
+    // The first change to act on names what to plan for, so two releases never share one
+    // watch sentence.
+    let first_change = changes.first().map_or(String::new(), |c| {
+        locale.fill("quote", &[("text", &truncate_chars(c, 90))])
+    });
     let watch = locale.fill(
         watch_key,
-        &[("title", &truncate_chars(&event.primary().title, 80))],
+        &[
+            ("title", &truncate_chars(&event.primary().title, 80)),
+            ("change", &first_change),
+        ],
     );
     EventText {
         summary,
@@ -118,8 +161,14 @@ pub fn fallback_why(candidate: &Candidate, locale: &Locale) -> String {
             &[("results", &results.join(locale.get("list_separator")))],
         )
     };
+    // No layers: no "touching ," with nothing after it.
+    let key = if layers.is_empty() {
+        "why_fallback_no_layers"
+    } else {
+        "why_fallback"
+    };
     locale.fill(
-        "why_fallback",
+        key,
         &[
             ("kind", locale.get(&kind_key)),
             ("layers", &layers),
@@ -248,5 +297,67 @@ mod tests {
             sentences("第一句话足够长。第二句。"),
             vec!["第一句话足够长。", "第二句。"]
         );
+    }
+
+    fn candidate(kind: ItemKind, text: &str, layers: &[&str]) -> Candidate {
+        use crate::classify::Classification;
+        use crate::model::{Event, Item, Score};
+        use crate::score::Assessment;
+        let item = Item {
+            key: "k".into(),
+            source: "s".into(),
+            kind,
+            title: "Some release".into(),
+            url: String::new(),
+            text: text.into(),
+            published: chrono::DateTime::UNIX_EPOCH,
+            release: (kind == ItemKind::Release).then_some(ReleaseLevel::Minor),
+            arxiv_id: None,
+            cited_arxiv: vec![],
+        };
+        Candidate {
+            event: Event {
+                id: "e".into(),
+                items: vec![item],
+            },
+            classification: Classification {
+                layers: layers.iter().map(|l| l.to_string()).collect(),
+                keywords: vec![],
+                title_keywords: vec![],
+            },
+            assessment: Assessment {
+                score: Score::from_f64(70.0),
+                breakdown: vec![],
+                quantified: vec![],
+                release: (kind == ItemKind::Release).then_some(ReleaseLevel::Minor),
+            },
+        }
+    }
+
+    #[test]
+    fn an_event_without_layers_gets_no_dangling_layer_list() {
+        let t = Locale::builtin("zh-CN");
+        let c = candidate(ItemKind::Release, "A small release with one change.", &[]);
+        assert_eq!(summarize(&c, &t, 300).why_it_matters, "次版本发布。");
+        let c = candidate(
+            ItemKind::Release,
+            "A small release with one change.",
+            &["runtime"],
+        );
+        assert_eq!(
+            summarize(&c, &t, 300).why_it_matters,
+            "次版本发布，涉及 runtime。"
+        );
+    }
+
+    #[test]
+    fn a_paper_whose_code_is_out_is_watched_for_reproduction() {
+        let t = Locale::builtin("en");
+        let c = candidate(
+            ItemKind::Paper,
+            "We present a compiler for tiles that generates attention kernels. Our code is publicly available at github.com/x/y.",
+            &["kernel_codegen"],
+        );
+        assert!(summarize(&c, &t, 300).watch.contains("its code is public"));
     }
 }

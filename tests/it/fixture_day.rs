@@ -302,3 +302,58 @@ async fn events_are_numbered_once_per_digest_and_filtering_keeps_the_numbers() {
     let kept: BTreeSet<u64> = filtered.events().map(|e| e.n as u64).collect();
     assert_eq!(kept, only_papers);
 }
+
+#[tokio::test]
+async fn breaking_and_behaviour_changes_lead_why_it_matters_and_name_the_watch_item() {
+    let (d, _, _, _dir) = fixture_digest().await;
+    let event = |prefix: &str| {
+        d.events()
+            .find(|e| e.title.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no {prefix} event"))
+    };
+    // CUTLASS 5.0's notes have a "Breaking changes" section; PyTorch's "Backwards
+    // Incompatible Changes"; Triton's "Breaking changes" after its bug fixes.
+    for (title, quoted) in [
+        ("CUTLASS 5.0.0", "「Requires CUDA Toolkit 13.0 or newer"),
+        ("triton v3.6.0", "「Python 3.9 is no longer supported.」"),
+        (
+            "PyTorch 2.10.0",
+            "「Python 3.9 is no longer supported. The minimum version",
+        ),
+    ] {
+        let e = event(title);
+        assert!(
+            e.why_it_matters
+                .starts_with(&format!("⚠ 行为变化：{quoted}")),
+            "{title}: {}",
+            e.why_it_matters
+        );
+        let watch = d.watchlist.iter().find(|w| w.event_id == e.id).unwrap();
+        assert!(watch.text.contains(quoted), "{title}: {}", watch.text);
+    }
+    // A patch release without such a section keeps the plain line, and no line ever has an
+    // empty layer list in it.
+    let patch = event("CUTLASS 4.4.2");
+    assert!(
+        !patch.why_it_matters.contains('⚠'),
+        "{}",
+        patch.why_it_matters
+    );
+    for e in d.events() {
+        assert!(
+            !e.why_it_matters.contains("涉及 ，"),
+            "{}",
+            e.why_it_matters
+        );
+    }
+    // The English reader gets the English marker around the same quotes.
+    let en = d.clone().in_language("en");
+    let cutlass = en.events().find(|e| e.title == "CUTLASS 5.0.0").unwrap();
+    assert!(
+        cutlass
+            .why_it_matters
+            .starts_with("⚠ Behaviour changes: “Requires CUDA Toolkit 13.0"),
+        "{}",
+        cutlass.why_it_matters
+    );
+}

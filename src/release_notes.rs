@@ -1,0 +1,216 @@
+//! Release notes read as an engineer reads them: which lines are breaking changes,
+//! deprecations or performance claims, and which sentences change a default. Pure.
+//!
+//! Works on the plain text of a release entry (`text::html_to_text` turns GitHub's HTML and
+//! rendered Markdown into one line per paragraph, heading and list item). A heading is a
+//! short line without a full stop; the section it opens lasts until the next heading.
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+/// What matters in one release's notes, each line as the notes wrote it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReleaseNotes {
+    /// Lines under "Breaking changes", "Backwards incompatible changes", "Behavior changes"
+    /// and the like.
+    pub breaking: Vec<String>,
+    /// Sentences elsewhere that change a default or what users can rely on ("CUDA 13 wheels
+    /// by default", "num_stages is now an upper bound").
+    pub behaviour: Vec<String>,
+    pub deprecations: Vec<String>,
+    pub performance: Vec<String>,
+}
+
+impl ReleaseNotes {
+    /// Breaking changes first, then behaviour changes not already among them.
+    pub fn changes_to_act_on(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = self.breaking.iter().map(String::as_str).collect();
+        for b in &self.behaviour {
+            if !out.iter().any(|o| o.contains(b.as_str()) || b.contains(o)) {
+                out.push(b);
+            }
+        }
+        out
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Section {
+    Breaking,
+    Deprecations,
+    Performance,
+    Fixes,
+    Other,
+}
+
+static CHANGED_DEFAULT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?i)\b(by default|defaults? to|no longer defaults?|the default is now|default (?:has )?changed|is now an? (?:upper|lower) bound|now (?:requires?|mandatory|opt-in|opt-out)|no longer (?:supported|accepts?|allowed|available))\b",
+    )
+    .expect("valid regex")
+});
+
+pub fn read(text: &str) -> ReleaseNotes {
+    let mut notes = ReleaseNotes::default();
+    let mut section = Section::Other;
+    for raw in text.lines() {
+        let line = raw.trim().trim_start_matches(['-', '*', '•']).trim();
+        if line.is_empty() {
+            continue;
+        }
+        if is_heading(line) {
+            section = classify(line);
+            continue;
+        }
+        if is_closing(line) {
+            section = Section::Other;
+            continue;
+        }
+        match section {
+            Section::Breaking => notes.breaking.push(line.to_string()),
+            Section::Deprecations => notes.deprecations.push(line.to_string()),
+            Section::Performance => notes.performance.push(line.to_string()),
+            // A fix that restores documented behaviour is not a change to act on.
+            Section::Fixes => {}
+            Section::Other => {
+                for sentence in sentences(line) {
+                    if CHANGED_DEFAULT.is_match(sentence) {
+                        notes.behaviour.push(sentence.to_string());
+                    }
+                }
+            }
+        }
+    }
+    notes
+}
+
+fn is_heading(line: &str) -> bool {
+    !line.ends_with(['.', '!', '?', ':', ';', ')']) && line.split_whitespace().count() <= 5
+}
+
+/// The thanks and changelog lines that end GitHub release notes: not part of any section.
+fn is_closing(line: &str) -> bool {
+    let lower = line.to_ascii_lowercase();
+    lower.starts_with("thanks to")
+        || lower.starts_with("full changelog")
+        || lower.starts_with("new contributors")
+}
+
+fn classify(heading: &str) -> Section {
+    let h = heading.to_ascii_lowercase();
+    let any = |words: &[&str]| words.iter().any(|w| h.contains(w));
+    if any(&[
+        "breaking",
+        "incompatib",
+        "behavior change",
+        "behaviour change",
+        "removal",
+        "removed",
+        "migration",
+        "upgrade note",
+    ]) {
+        Section::Breaking
+    } else if h.contains("deprecat") {
+        Section::Deprecations
+    } else if any(&["performance", "speedup"]) {
+        Section::Performance
+    } else if any(&["bug fix", "fixes", "fixed"]) {
+        Section::Fixes
+    } else {
+        Section::Other
+    }
+}
+
+/// Sentences of one line: split after ". " before a letter or digit, except after an
+/// abbreviation, so "v3.6.0" and "e.g. the" stay whole and "heuristics. num_stages" splits.
+fn sentences(line: &str) -> Vec<&str> {
+    const ABBREVIATIONS: &[&str] = &["e.g", "i.e", "etc", "vs", "cf", "approx"];
+    let mut out = Vec::new();
+    let mut start = 0;
+    let bytes = line.as_bytes();
+    for i in 0..bytes.len() {
+        let ends = matches!(bytes[i], b'.' | b'!' | b'?')
+            && bytes.get(i + 1) == Some(&b' ')
+            && bytes
+                .get(i + 2)
+                .is_some_and(|b| b.is_ascii_alphanumeric() || *b == b'`');
+        let word = line
+            .get(start..i)
+            .and_then(|w| w.rsplit(' ').next())
+            .unwrap_or("");
+        if ends && !ABBREVIATIONS.contains(&word.to_ascii_lowercase().as_str()) {
+            out.push(line[start..=i].trim());
+            start = i + 2;
+        }
+    }
+    if start < line.len() {
+        out.push(line[start..].trim());
+    }
+    out.retain(|s| !s.is_empty());
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Shapes of real GitHub release notes (Triton, PyTorch, CUTLASS), as html_to_text gives
+    // them: one line per heading, paragraph and list item.
+    const TRITON: &str = "Highlights\nTriton 3.6 is the first release with Blackwell support.\nCompiler\nSoftware pipelining rewrite. The new pass replaces the heuristics. num_stages is now an upper bound rather than an exact count, and the scheduler uses fewer stages when needed.\nBug fixes\nFixed a miscompilation; TRITON_CACHE no longer defaults to the home directory in CI.\nBreaking changes\nPython 3.9 is no longer supported.\nThe TRITON_F32_DEFAULT environment variable has been removed. Use input_precision on tl.dot instead.\nThanks to the 118 people who contributed to this release.\nFull Changelog: v3.5.1...v3.6.0";
+    const PYTORCH: &str = "PyTorch 2.10.0 Release Notes\nHighlights\nCUDA 13 wheels by default. The Linux wheels on PyPI are now built against CUDA 13.0.\nBackwards Incompatible Changes\ntorch.export.export defaults to strict=False. Pass strict=True to get the old tracer back (#169951)\nDeprecations\ntorch.jit.script is deprecated (#170001)\nPerformance\nInductor geomean speedup of 1.18x on HuggingFace (#170002)";
+
+    #[test]
+    fn breaking_sections_are_read_until_the_closing_lines() {
+        let n = read(TRITON);
+        assert_eq!(
+            n.breaking,
+            [
+                "Python 3.9 is no longer supported.",
+                "The TRITON_F32_DEFAULT environment variable has been removed. Use input_precision on tl.dot instead."
+            ]
+        );
+        assert!(n.deprecations.is_empty());
+    }
+
+    #[test]
+    fn changed_defaults_are_found_outside_the_breaking_section_but_not_in_fixes() {
+        let n = read(TRITON);
+        assert_eq!(
+            n.behaviour,
+            [
+                "num_stages is now an upper bound rather than an exact count, and the scheduler uses fewer stages when needed."
+            ]
+        );
+        let p = read(PYTORCH);
+        assert_eq!(p.behaviour, ["CUDA 13 wheels by default."]);
+        assert_eq!(p.breaking.len(), 1);
+        assert_eq!(p.deprecations, ["torch.jit.script is deprecated (#170001)"]);
+        assert_eq!(p.performance.len(), 1);
+        assert_eq!(
+            p.changes_to_act_on(),
+            [
+                "torch.export.export defaults to strict=False. Pass strict=True to get the old tracer back (#169951)",
+                "CUDA 13 wheels by default."
+            ]
+        );
+    }
+
+    #[test]
+    fn sentences_split_before_identifiers_but_not_after_abbreviations() {
+        assert_eq!(
+            sentences("It is new. num_stages changed, e.g. the default. Done"),
+            [
+                "It is new.",
+                "num_stages changed, e.g. the default.",
+                "Done"
+            ]
+        );
+    }
+
+    #[test]
+    fn notes_without_sections_have_nothing_to_act_on() {
+        let n = read("Patch release for the 4.4 branch.\nFixed a JIT cache collision (#2981).");
+        assert!(n.changes_to_act_on().is_empty());
+    }
+}
