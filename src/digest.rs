@@ -22,7 +22,8 @@ use crate::text::truncate_chars;
 
 /// At most this many events are named in the overview paragraph and the watch list.
 const OVERVIEW_EVENTS: usize = 5;
-const TITLE_EVENTS: usize = 3;
+/// Releases named in the headline, at most.
+const HEADLINE_RELEASES: usize = 2;
 const TITLE_PART_CHARS: usize = 70;
 
 /// An event with its layers and score, before summaries.
@@ -219,18 +220,20 @@ fn section(digest: &mut Digest, events: Vec<DigestEvent>, key_changes: usize, lo
     digest.papers = papers;
     digest.other_updates = others;
     let ordered: Vec<&DigestEvent> = digest.events().collect();
-    let title = ordered
-        .iter()
-        .take(TITLE_EVENTS)
-        .map(|e| truncate_chars(&e.title, TITLE_PART_CHARS))
-        .collect::<Vec<_>>()
-        .join(locale.get("title_separator"));
-    let overview = ordered
+    let title = headline(&ordered, locale);
+    // One clause per event (an LLM's briefs are sentences: their full stops go), joined
+    // into one sentence.
+    let clauses: Vec<&str> = ordered
         .iter()
         .take(OVERVIEW_EVENTS)
-        .map(|e| e.brief.as_str())
-        .collect::<Vec<_>>()
-        .join(locale.get("overview_separator"));
+        .map(|e| e.brief.trim().trim_end_matches(['.', '。', ';', '；']))
+        .filter(|b| !b.is_empty())
+        .collect();
+    let overview = format!(
+        "{}{}",
+        clauses.join(locale.get("overview_separator")),
+        locale.get("overview_end")
+    );
     // A day with nothing above the threshold still needs a title (blog, feed, subject).
     if ordered.is_empty() {
         digest.title = locale.get("empty_title").to_string();
@@ -239,6 +242,81 @@ fn section(digest: &mut Digest, events: Vec<DigestEvent>, key_changes: usize, lo
         digest.title = title;
         digest.overview = overview;
     }
+}
+
+/// The digest's headline, a sentence in the reader's language: the top releases by name (or
+/// the top event), then how many more releases, papers and posts the day has ("CUTLASS
+/// 5.0.0 与 triton v3.6.0 发布；另有 1 个版本发布、4 篇论文和 2 篇技术文章"). It is also the
+/// email subject and the blog and feed title.
+pub fn headline(ordered: &[&DigestEvent], t: &Locale) -> String {
+    let Some(top) = ordered.first() else {
+        return t.get("empty_title").to_string();
+    };
+    let short = |e: &DigestEvent| truncate_chars(&e.title, TITLE_PART_CHARS);
+    let named: Vec<&DigestEvent> = if top.kind == ItemKind::Release {
+        ordered
+            .iter()
+            .copied()
+            .filter(|e| e.kind == ItemKind::Release)
+            .take(HEADLINE_RELEASES)
+            .collect()
+    } else {
+        vec![top]
+    };
+    let lead = match top.kind {
+        ItemKind::Release => {
+            let names: Vec<String> = named
+                .iter()
+                .map(|e| {
+                    truncate_chars(
+                        crate::release_notes::release_name(&e.title),
+                        TITLE_PART_CHARS,
+                    )
+                })
+                .collect();
+            t.fill(
+                "headline_released",
+                &[("names", &names.join(t.get("headline_and")))],
+            )
+        }
+        ItemKind::Paper => t.fill("headline_paper", &[("title", &short(top))]),
+        ItemKind::Post => short(top),
+    };
+    let rest = |kind: ItemKind| {
+        ordered
+            .iter()
+            .filter(|e| e.kind == kind && !named.iter().any(|n| n.id == e.id))
+            .count()
+    };
+    let counts: Vec<String> = [
+        (ItemKind::Release, "headline_releases"),
+        (ItemKind::Paper, "headline_papers"),
+        (ItemKind::Post, "headline_posts"),
+    ]
+    .into_iter()
+    .filter_map(|(kind, key)| {
+        let n = rest(kind);
+        let form = if n == 1 { "one" } else { "other" };
+        (n > 0).then(|| t.fill(&format!("{key}_{form}"), &[("n", &n.to_string())]))
+    })
+    .collect();
+    if counts.is_empty() {
+        return lead;
+    }
+    let items = match counts.split_last() {
+        Some((last, [])) => last.clone(),
+        Some((last, init)) => format!(
+            "{}{}{last}",
+            init.join(t.get("list_separator")),
+            t.get("headline_last_and")
+        ),
+        None => String::new(),
+    };
+    format!(
+        "{lead}{}{}",
+        t.get("title_separator"),
+        t.fill("headline_rest", &[("items", &items)])
+    )
 }
 
 /// Numbered source links: one per item with a URL, named by its source.

@@ -35,6 +35,19 @@ impl ReleaseNotes {
     }
 }
 
+/// A release's title as a name in a sentence: "PyTorch 2.10.0 Release" -> "PyTorch 2.10.0",
+/// so "… 发布" / "… released" does not say it twice.
+pub fn release_name(title: &str) -> &str {
+    let trimmed = title.trim();
+    for suffix in [" release notes", " release", " released", " is released"] {
+        let cut = trimmed.len().saturating_sub(suffix.len());
+        if trimmed.is_char_boundary(cut) && trimmed[cut..].eq_ignore_ascii_case(suffix) && cut > 0 {
+            return trimmed[..cut].trim_end();
+        }
+    }
+    trimmed
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Section {
     Breaking,
@@ -206,6 +219,17 @@ mod tests {
                 "Done"
             ]
         );
+    }
+
+    #[test]
+    fn release_names_drop_a_trailing_release_word() {
+        assert_eq!(release_name("PyTorch 2.10.0 Release"), "PyTorch 2.10.0");
+        assert_eq!(
+            release_name("PyTorch 2.10.0 Release Notes"),
+            "PyTorch 2.10.0"
+        );
+        assert_eq!(release_name("triton v3.6.0"), "triton v3.6.0");
+        assert_eq!(release_name("Release"), "Release");
     }
 
     #[test]

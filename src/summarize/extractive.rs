@@ -25,7 +25,8 @@ use crate::text::truncate_chars;
 const WHY_CHARS: usize = 360;
 /// Each quoted breaking or behaviour change, at most.
 const CHANGE_CHARS: usize = 200;
-const BRIEF_CHARS: usize = 200;
+/// The quoted fact of an overview clause, at most.
+const FACT_CHARS: usize = 120;
 
 static IMPACT_CUE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
@@ -70,10 +71,11 @@ pub fn summarize(candidate: &Candidate, locale: &Locale, budget: usize) -> Event
     // Breaking and behaviour changes are the first thing an engineer needs from release
     // notes: they always lead "why it matters", quoted and marked.
     let notes = (event.primary().kind == ItemKind::Release).then(|| release_notes::read(text));
-    let changes: Vec<&str> = notes
+    let all_changes: Vec<&str> = notes
         .as_ref()
-        .map(|n| n.changes_to_act_on().into_iter().take(2).collect())
+        .map(|n| n.changes_to_act_on())
         .unwrap_or_default();
+    let changes: Vec<&str> = all_changes.iter().take(2).copied().collect();
     let cues: Vec<&String> = sentences[used.min(sentences.len())..]
         .iter()
         .filter(|s| IMPACT_CUE.is_match(s) && !changes.iter().any(|c| c.contains(s.as_str())))
@@ -100,10 +102,7 @@ pub fn summarize(candidate: &Candidate, locale: &Locale, budget: usize) -> Event
         }
     };
 
-    let brief = truncate_chars(
-        sentences.first().map_or(summary.as_str(), String::as_str),
-        BRIEF_CHARS,
-    );
+    let brief = brief(candidate, locale, &sentences, all_changes.len());
     let watch_key = match (event.primary().kind, candidate.assessment.release) {
         (ItemKind::Release, _) if !changes.is_empty() => "watch_release_breaking",
         (ItemKind::Release, Some(ReleaseLevel::PreRelease | ReleaseLevel::Nightly)) => {
@@ -132,6 +131,44 @@ pub fn summarize(candidate: &Candidate, locale: &Locale, budget: usize) -> Event
         brief,
         watch,
     }
+}
+
+/// One clause for the overview, in the reader's language: what the event is (a release, a
+/// paper, a post, by name), how many changes it asks of its users, and its main reported
+/// fact quoted ("CUTLASS 5.0.0 发布，含 5 项需要处理的变化：「…2.4x faster.」").
+fn brief(candidate: &Candidate, t: &Locale, sentences: &[String], changes: usize) -> String {
+    let primary = candidate.event.primary();
+    let title = match primary.kind {
+        ItemKind::Release => truncate_chars(release_notes::release_name(&primary.title), 80),
+        _ => truncate_chars(&primary.title, 80),
+    };
+    let fact = sentences
+        .iter()
+        .find(|s| !crate::score::quantified_results(s).is_empty())
+        .or(sentences.first())
+        .map_or(String::new(), |s| {
+            t.fill(
+                "brief_fact",
+                &[(
+                    "quote",
+                    &t.fill("quote", &[("text", &truncate_chars(s, FACT_CHARS))]),
+                )],
+            )
+        });
+    let changes = if changes > 0 {
+        t.fill("brief_changes", &[("n", &changes.to_string())])
+    } else {
+        String::new()
+    };
+    let key = match candidate.event.primary().kind {
+        ItemKind::Release => "brief_release",
+        ItemKind::Paper => "brief_paper",
+        ItemKind::Post => "brief_post",
+    };
+    t.fill(
+        key,
+        &[("title", &title), ("changes", &changes), ("fact", &fact)],
+    )
 }
 
 /// The locale's "why it matters" line, for texts without an impact sentence.

@@ -357,3 +357,54 @@ async fn breaking_and_behaviour_changes_lead_why_it_matters_and_name_the_watch_i
         cutlass.why_it_matters
     );
 }
+
+#[tokio::test]
+async fn the_headline_and_overview_are_written_in_the_readers_language() {
+    let (d, _, _, _dir) = fixture_digest().await;
+    assert_eq!(
+        d.title,
+        "CUTLASS 5.0.0 与 triton v3.6.0 发布；另有 2 个版本更新、4 篇论文和 1 篇技术文章"
+    );
+    // One clause per event naming it, in Chinese around quoted source text, as one sentence.
+    assert!(
+        d.overview
+            .starts_with("CUTLASS 5.0.0 发布，含 5 项需要处理的变化：「"),
+        "{}",
+        d.overview
+    );
+    assert!(d.overview.contains("；论文《TileFuse"), "{}", d.overview);
+    assert!(d.overview.ends_with("」。"), "{}", d.overview);
+    assert!(!d.overview.contains("Release 发布"), "{}", d.overview);
+
+    let en = d.clone().in_language("en");
+    let locale = Locale::builtin("en");
+    let en = digest::filter(&en, &Filter::default(), &locale);
+    assert_eq!(
+        en.title,
+        "CUTLASS 5.0.0 and triton v3.6.0 released; plus 2 more releases, 4 papers and 1 post"
+    );
+    assert!(
+        en.overview
+            .starts_with("CUTLASS 5.0.0 is out, with 5 changes to act on: “"),
+        "{}",
+        en.overview
+    );
+    assert!(!has_han(&en.overview), "{}", en.overview);
+
+    // A reader who sees only papers gets a headline about papers.
+    let papers = digest::filter(
+        &Digest {
+            key_changes: vec![],
+            other_updates: vec![],
+            ..d.clone()
+        },
+        &Filter::default(),
+        &Locale::builtin("zh-CN"),
+    );
+    assert!(
+        papers.title.starts_with("论文《") || papers.title.starts_with("论文："),
+        "{}",
+        papers.title
+    );
+    assert!(papers.title.ends_with("另有 3 篇论文"), "{}", papers.title);
+}
