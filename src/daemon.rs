@@ -426,6 +426,9 @@ async fn prepare(
                 }
             };
             metrics.digest_generated(Utc::now().timestamp());
+            if let Some(usage) = &d.llm_usage {
+                metrics.llm_usage(usage);
+            }
             for failed in &d.failed_sources {
                 metrics.fetch_failure(&failed.source);
             }

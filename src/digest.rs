@@ -145,7 +145,8 @@ pub fn assemble(candidates: &[Candidate], summaries: &Summaries, a: Assembly<'_>
                 release: c.assessment.release,
                 sources: source_links(&c.event),
                 score_breakdown: c.assessment.breakdown.clone(),
-                llm_fallback: *fell_back,
+                llm_fallback: fell_back.is_some(),
+                llm_fallback_reason: fell_back.clone(),
                 translations: BTreeMap::new(),
             };
             (event, text.watch.clone())
@@ -192,7 +193,8 @@ pub fn assemble(candidates: &[Candidate], summaries: &Summaries, a: Assembly<'_>
         watchlist,
         source_counts: a.source_counts,
         failed_sources: a.failed_sources,
-        llm_fallbacks: summaries.fell_back.iter().filter(|f| **f).count(),
+        llm_fallbacks: summaries.fell_back.iter().filter(|f| f.is_some()).count(),
+        llm_usage: summaries.usage,
     };
     section(
         &mut digest,
@@ -361,6 +363,7 @@ pub fn filter(digest: &Digest, f: &Filter, locale: &Locale) -> Digest {
         source_counts: digest.source_counts.clone(),
         failed_sources: digest.failed_sources.clone(),
         llm_fallbacks: digest.llm_fallbacks,
+        llm_usage: digest.llm_usage,
     };
     section(&mut out, events, key_changes, locale);
     out

@@ -11,6 +11,8 @@ pub struct Metrics {
     last_success_unix: AtomicI64,
     deliveries: Mutex<BTreeMap<(String, String), u64>>,
     fetch_failures: Mutex<BTreeMap<String, u64>>,
+    llm_prompt_tokens: AtomicU64,
+    llm_completion_tokens: AtomicU64,
 }
 
 impl Metrics {
@@ -23,6 +25,13 @@ impl Metrics {
         let mut map = self.deliveries.lock().expect("metrics lock");
         *map.entry((channel.to_string(), status.to_string()))
             .or_default() += 1;
+    }
+
+    pub fn llm_usage(&self, usage: &crate::model::LlmUsage) {
+        self.llm_prompt_tokens
+            .fetch_add(usage.prompt_tokens, Ordering::Relaxed);
+        self.llm_completion_tokens
+            .fetch_add(usage.completion_tokens, Ordering::Relaxed);
     }
 
     pub fn fetch_failure(&self, source: &str) {
@@ -42,6 +51,17 @@ impl Metrics {
             "kdigest_digests_generated_total {}\n",
             self.digests_generated.load(Ordering::Relaxed)
         ));
+        out.push_str("# HELP kdigest_llm_tokens_total Tokens the LLM API reported, by kind.\n");
+        out.push_str("# TYPE kdigest_llm_tokens_total counter\n");
+        for (kind, n) in [
+            ("prompt", &self.llm_prompt_tokens),
+            ("completion", &self.llm_completion_tokens),
+        ] {
+            out.push_str(&format!(
+                "kdigest_llm_tokens_total{{kind=\"{kind}\"}} {}\n",
+                n.load(Ordering::Relaxed)
+            ));
+        }
         out.push_str("# HELP kdigest_deliveries_total Deliveries settled, by channel and outcome (sent, retry, failed).\n");
         out.push_str("# TYPE kdigest_deliveries_total counter\n");
         for ((channel, status), n) in self.deliveries.lock().expect("metrics lock").iter() {

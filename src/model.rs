@@ -197,6 +197,10 @@ pub struct DigestEvent {
     /// True when the LLM was asked but this event fell back to extractive text.
     #[serde(default)]
     pub llm_fallback: bool,
+    /// Why it fell back: `timeout`, `deadline`, `http`, `number`, `link`, `too_long` or
+    /// `json`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llm_fallback_reason: Option<String>,
     /// What kdigest wrote for this event in the other reader languages, by language, where
     /// it differs from the text above (see [`Digest::in_language`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -262,6 +266,20 @@ pub struct Digest {
     /// Events whose LLM summary failed validation and were summarised extractively instead.
     #[serde(default)]
     pub llm_fallbacks: usize,
+    /// Token use reported by the LLM API, and its estimated cost when prices are configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llm_usage: Option<LlmUsage>,
+}
+
+/// Tokens one digest's LLM requests used, from the API's `usage` fields.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct LlmUsage {
+    pub requests: u64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    /// In the currency of the configured prices; None without prices.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<f64>,
 }
 
 impl Digest {
@@ -350,8 +368,12 @@ pub struct EventText {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Summaries {
     pub texts: Vec<EventText>,
-    /// Per candidate: true when the LLM was asked and extractive text was used instead.
-    pub fell_back: Vec<bool>,
+    /// Per candidate: why extractive text was used although the LLM was asked (a
+    /// [`crate::summarize::llm::LlmError::reason`] code); None when it was not asked or
+    /// answered well.
+    pub fell_back: Vec<Option<String>>,
+    /// Tokens the LLM API reported for this digest (cached replies cost none).
+    pub usage: Option<LlmUsage>,
     /// `extractive` or the provider's name.
     pub mode: String,
     /// The extractive texts in every other reader language, same order as `texts`: what a

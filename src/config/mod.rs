@@ -347,6 +347,13 @@ pub struct LlmConfig {
     pub timeout: Duration,
     pub concurrency: usize,
     pub retries: u32,
+    /// Sent as `max_tokens` with every request.
+    pub max_tokens: u32,
+    /// For the whole LLM phase of one digest; events not done by then fall back.
+    pub deadline: Duration,
+    /// For the cost estimate in the notes, per million tokens; None: no estimate.
+    pub price_input_per_mtok: Option<f64>,
+    pub price_output_per_mtok: Option<f64>,
 }
 
 #[derive(Debug, Clone)]

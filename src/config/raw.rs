@@ -91,6 +91,10 @@ pub struct RawSummarize {
     pub timeout_secs: u64,
     pub concurrency: usize,
     pub retries: u32,
+    pub max_tokens: u32,
+    pub deadline_secs: u64,
+    pub price_input_per_mtok: Option<f64>,
+    pub price_output_per_mtok: Option<f64>,
 }
 
 impl Default for RawSummarize {
@@ -105,6 +109,10 @@ impl Default for RawSummarize {
             timeout_secs: 60,
             concurrency: 4,
             retries: 2,
+            max_tokens: 1024,
+            deadline_secs: 300,
+            price_input_per_mtok: None,
+            price_output_per_mtok: None,
         }
     }
 }

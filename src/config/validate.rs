@@ -256,6 +256,28 @@ pub(super) fn validate_summarize(raw: RawSummarize, problems: &mut Vec<String>) 
             raw.retries
         ));
     }
+    if !(64..=32_768).contains(&raw.max_tokens) {
+        problems.push(format!(
+            "summarize.max_tokens: {} is out of range; use 64 to 32768",
+            raw.max_tokens
+        ));
+    }
+    if raw.deadline_secs == 0 || raw.deadline_secs > 3_600 {
+        problems.push(format!(
+            "summarize.deadline_secs: {} is out of range; use 1 to 3600 seconds for the whole LLM phase",
+            raw.deadline_secs
+        ));
+    }
+    for (key, price) in [
+        ("price_input_per_mtok", raw.price_input_per_mtok),
+        ("price_output_per_mtok", raw.price_output_per_mtok),
+    ] {
+        if price.is_some_and(|p| !(p.is_finite() && p >= 0.0)) {
+            problems.push(format!(
+                "summarize.{key}: must be a price per million tokens of 0 or more"
+            ));
+        }
+    }
     SummarizeConfig {
         mode,
         summary_chars: raw.summary_chars,
@@ -267,6 +289,10 @@ pub(super) fn validate_summarize(raw: RawSummarize, problems: &mut Vec<String>) 
             timeout: Duration::from_secs(raw.timeout_secs),
             concurrency: raw.concurrency.clamp(1, 64),
             retries: raw.retries,
+            max_tokens: raw.max_tokens,
+            deadline: Duration::from_secs(raw.deadline_secs.clamp(1, 3_600)),
+            price_input_per_mtok: raw.price_input_per_mtok,
+            price_output_per_mtok: raw.price_output_per_mtok,
         },
     }
 }

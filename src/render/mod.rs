@@ -491,8 +491,46 @@ pub fn notes(d: &Digest, t: &Locale) -> Vec<String> {
             failed.join(t.get("list_separator"))
         ));
     }
-    if d.llm_fallbacks > 0 {
-        lines.push(t.fill("llm_fallbacks", &[("n", &d.llm_fallbacks.to_string())]));
+    // Which events fell back and why: the ones this reader sees, by name.
+    let fell_back: Vec<String> = d
+        .events()
+        .filter(|e| e.llm_fallback)
+        .map(|e| {
+            let reason = e
+                .llm_fallback_reason
+                .as_deref()
+                .map_or_else(String::new, |r| t.get(&format!("fallback_{r}")).to_string());
+            t.fill(
+                "llm_fallback_event",
+                &[
+                    ("title", &crate::text::truncate_chars(&e.title, 60)),
+                    ("reason", &reason),
+                ],
+            )
+        })
+        .collect();
+    if !fell_back.is_empty() {
+        lines.push(t.fill(
+            "llm_fallbacks",
+            &[
+                ("n", &fell_back.len().to_string()),
+                ("events", &fell_back.join(t.get("list_separator"))),
+            ],
+        ));
+    }
+    if let Some(u) = &d.llm_usage {
+        let cost = u.cost.map_or_else(String::new, |c| {
+            t.fill("llm_cost", &[("cost", &format!("{c:.4}"))])
+        });
+        lines.push(t.fill(
+            "llm_usage",
+            &[
+                ("requests", &u.requests.to_string()),
+                ("prompt", &u.prompt_tokens.to_string()),
+                ("completion", &u.completion_tokens.to_string()),
+                ("cost", &cost),
+            ],
+        ));
     }
     lines
 }

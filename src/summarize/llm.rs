@@ -3,11 +3,10 @@
 //!
 //! Feed text is untrusted: it goes to the model as JSON data under a system prompt that says
 //! so, and the reply is checked, not trusted: the JSON shape and lengths, every number must
-//! occur in the source text, and no link may appear that is not one of the event's sources.
+//! be a source figure, however written ([`super::numbers`]), and no link may appear that is not one of the event's sources.
 //! A reply that fails any check (or a request that fails after retries) makes that event fall
 //! back to extractive text. Validated replies are cached in the store by (model, prompt hash).
 
-use std::collections::BTreeSet;
 use std::sync::LazyLock;
 use std::time::Duration;
 
@@ -21,7 +20,7 @@ use super::extractive;
 use crate::config::{ConfigError, LlmConfig, Secret};
 use crate::digest::Candidate;
 use crate::locale::Locale;
-use crate::model::{EventText, Summaries};
+use crate::model::{EventText, LlmUsage, Summaries};
 use crate::parse::hex;
 use crate::store::Store;
 
@@ -33,6 +32,8 @@ const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
 pub enum LlmError {
     #[error("LLM request timed out")]
     Timeout,
+    #[error("the LLM phase ran past summarize.deadline_secs")]
+    Deadline,
     #[error("LLM request failed: {0}")]
     Transport(String),
     #[error("LLM API answered HTTP {0}")]
@@ -43,6 +44,8 @@ pub enum LlmError {
     Empty,
     #[error("LLM reply is not the expected JSON: {0}")]
     Shape(String),
+    #[error("LLM reply field {0} has {1} characters, more than {2}")]
+    TooLong(&'static str, usize, usize),
     #[error("LLM reply contains the number {0}, which is not in the source text")]
     UnfaithfulNumber(String),
     #[error("LLM reply contains a link that is not one of the event's sources: {0}")]
@@ -50,6 +53,19 @@ pub enum LlmError {
 }
 
 impl LlmError {
+    /// The reason category the generation notes name (a locale key suffix).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            LlmError::Timeout => "timeout",
+            LlmError::Deadline => "deadline",
+            LlmError::Transport(_) | LlmError::Status(_) => "http",
+            LlmError::UnfaithfulNumber(_) => "number",
+            LlmError::ForeignLink(_) => "link",
+            LlmError::TooLong(..) => "too_long",
+            LlmError::Truncated | LlmError::Empty | LlmError::Shape(_) => "json",
+        }
+    }
+
     fn is_transient(&self) -> bool {
         match self {
             LlmError::Timeout | LlmError::Transport(_) => true,
@@ -67,6 +83,11 @@ pub struct LlmClient {
     key: Secret,
     concurrency: usize,
     retries: u32,
+    max_tokens: u32,
+    deadline: Duration,
+    prices: (Option<f64>, Option<f64>),
+    /// Requests, prompt tokens and completion tokens of the current digest.
+    usage: std::sync::Mutex<LlmUsage>,
 }
 
 impl LlmClient {
@@ -97,10 +118,16 @@ impl LlmClient {
             key,
             concurrency: config.concurrency,
             retries: config.retries,
+            max_tokens: config.max_tokens,
+            deadline: config.deadline,
+            prices: (config.price_input_per_mtok, config.price_output_per_mtok),
+            usage: std::sync::Mutex::new(LlmUsage::default()),
         })
     }
 
-    /// Summarises every candidate, in order, falling back to extractive per event.
+    /// Summarises every candidate, in order, falling back to extractive per event. The whole
+    /// phase has one deadline (`summarize.deadline_secs`): what is not done by then falls
+    /// back, so a hanging API cannot hold the daily run.
     pub async fn summarize_all(
         &self,
         candidates: &[Candidate],
@@ -109,8 +136,14 @@ impl LlmClient {
         budget: usize,
         store: &Store,
     ) -> Summaries {
+        *self.usage.lock().expect("usage lock") = LlmUsage::default();
+        let deadline = tokio::time::Instant::now() + self.deadline;
         let results: Vec<Result<EventText, LlmError>> = futures::stream::iter(candidates)
-            .map(|c| self.summarize_one(c, language, budget, store))
+            .map(|c| async move {
+                tokio::time::timeout_at(deadline, self.summarize_one(c, language, budget, store))
+                    .await
+                    .unwrap_or(Err(LlmError::Deadline))
+            })
             .buffered(self.concurrency)
             .collect()
             .await;
@@ -120,20 +153,29 @@ impl LlmClient {
             match result {
                 Ok(text) => {
                     texts.push(text);
-                    fell_back.push(false);
+                    fell_back.push(None);
                 }
                 Err(error) => {
-                    tracing::warn!(message = "LLM summary rejected; using extractive text", event = %candidate.event.id, %error);
+                    tracing::warn!(message = "LLM summary rejected; using extractive text", event = %candidate.event.id, reason = error.reason(), %error);
                     texts.push(extractive::summarize(candidate, locale, budget));
-                    fell_back.push(true);
+                    fell_back.push(Some(error.reason().to_string()));
                 }
             }
         }
+        let mut usage = *self.usage.lock().expect("usage lock");
+        usage.cost = match self.prices {
+            (None, None) => None,
+            (input, output) => Some(
+                usage.prompt_tokens as f64 / 1e6 * input.unwrap_or(0.0)
+                    + usage.completion_tokens as f64 / 1e6 * output.unwrap_or(0.0),
+            ),
+        };
         Summaries {
             texts,
             fell_back,
             mode: self.provider.clone(),
             other_languages: Vec::new(),
+            usage: (usage.requests > 0).then_some(usage),
         }
     }
 
@@ -144,7 +186,7 @@ impl LlmClient {
         budget: usize,
         store: &Store,
     ) -> Result<EventText, LlmError> {
-        let body = request_body(&self.model, candidate, language, budget);
+        let body = request_body(&self.model, candidate, language, budget, self.max_tokens);
         let hash = hex(&Sha256::digest(body.to_string().as_bytes()));
         if let Ok(Some(cached)) = store.llm_cache_get(&self.model, &hash).await
             && let Ok(text) = validate(&cached, candidate, budget)
@@ -204,20 +246,29 @@ impl LlmClient {
                 "response body: {}",
                 e.without_url()
             ))),
-            Ok(chat) => match chat.choices.into_iter().next() {
-                None => Err(LlmError::Empty),
-                Some(choice) if choice.finish_reason.as_deref() == Some("length") => {
-                    Err(LlmError::Truncated)
+            Ok(chat) => {
+                let mut usage = self.usage.lock().expect("usage lock");
+                usage.requests += 1;
+                if let Some(u) = &chat.usage {
+                    usage.prompt_tokens += u.prompt_tokens;
+                    usage.completion_tokens += u.completion_tokens;
                 }
-                Some(choice) => {
-                    let content = choice.message.content.unwrap_or_default();
-                    if content.trim().is_empty() {
-                        Err(LlmError::Empty)
-                    } else {
-                        Ok(content)
+                drop(usage);
+                match chat.choices.into_iter().next() {
+                    None => Err(LlmError::Empty),
+                    Some(choice) if choice.finish_reason.as_deref() == Some("length") => {
+                        Err(LlmError::Truncated)
+                    }
+                    Some(choice) => {
+                        let content = choice.message.content.unwrap_or_default();
+                        if content.trim().is_empty() {
+                            Err(LlmError::Empty)
+                        } else {
+                            Ok(content)
+                        }
                     }
                 }
-            },
+            }
         };
         (result, None)
     }
@@ -226,6 +277,16 @@ impl LlmClient {
 #[derive(Deserialize)]
 struct ChatResponse {
     choices: Vec<Choice>,
+    #[serde(default)]
+    usage: Option<ApiUsage>,
+}
+
+#[derive(Deserialize)]
+struct ApiUsage {
+    #[serde(default)]
+    prompt_tokens: u64,
+    #[serde(default)]
+    completion_tokens: u64,
 }
 
 #[derive(Deserialize)]
@@ -252,6 +313,7 @@ pub fn request_body(
     candidate: &Candidate,
     language: &str,
     budget: usize,
+    max_tokens: u32,
 ) -> serde_json::Value {
     let event = &candidate.event;
     let system = format!(
@@ -284,6 +346,7 @@ pub fn request_body(
     json!({
         "model": model,
         "temperature": 0,
+        "max_tokens": max_tokens,
         "response_format": {"type": "json_object"},
         "messages": [
             {"role": "system", "content": system},
@@ -292,22 +355,8 @@ pub fn request_body(
     })
 }
 
-static NUMBER: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"\d+(?:[.,]\d+)*").expect("valid regex"));
 static LINK: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?i)\b(?:https?://|www\.)[^\s)\]>\x22']+").expect("valid regex"));
-
-fn numbers(text: &str) -> BTreeSet<String> {
-    NUMBER
-        .find_iter(text)
-        .map(|m| {
-            m.as_str()
-                .replace(',', "")
-                .trim_end_matches('.')
-                .to_string()
-        })
-        .collect()
-}
 
 /// Checks one reply against the event it is about. Pure.
 pub fn validate(reply: &str, candidate: &Candidate, budget: usize) -> Result<EventText, LlmError> {
@@ -330,9 +379,7 @@ pub fn validate(reply: &str, candidate: &Candidate, budget: usize) -> Result<Eve
             return Err(LlmError::Shape(format!("field {field} is empty")));
         }
         if len > max {
-            return Err(LlmError::Shape(format!(
-                "field {field} has {len} characters, more than {max}"
-            )));
+            return Err(LlmError::TooLong(field, len, max));
         }
     }
     let event = &candidate.event;
@@ -343,12 +390,14 @@ pub fn validate(reply: &str, candidate: &Candidate, budget: usize) -> Result<Eve
         source_text.push_str(&item.text);
         source_text.push('\n');
     }
-    let known = numbers(&source_text);
     let all = format!(
         "{}\n{}\n{}\n{}",
         text.summary, text.why_it_matters, text.brief, text.watch
     );
-    if let Some(n) = numbers(&all).into_iter().find(|n| !known.contains(n)) {
+    if let Some(n) = super::numbers::unsupported(&all, &source_text)
+        .into_iter()
+        .next()
+    {
         return Err(LlmError::UnfaithfulNumber(n));
     }
     for link in LINK.find_iter(&all) {

@@ -4,6 +4,7 @@
 
 pub mod extractive;
 pub mod llm;
+pub mod numbers;
 
 use crate::config::{Config, SummarizeMode};
 use crate::digest::Candidate;
@@ -33,7 +34,8 @@ pub fn extractive_all(candidates: &[Candidate], locale: &Locale, budget: usize) 
             .iter()
             .map(|c| extractive::summarize(c, locale, budget))
             .collect(),
-        fell_back: vec![false; candidates.len()],
+        fell_back: vec![None; candidates.len()],
+        usage: None,
         mode: "extractive".into(),
         other_languages: Vec::new(),
     }

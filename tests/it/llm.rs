@@ -24,9 +24,13 @@ struct Mock {
     bad_auth: AtomicUsize,
 }
 
+/// A chat completion as DeepSeek answers it, with its `usage`.
 fn reply(content: &str, finish: &str) -> Response {
-    Json(json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}]}))
-        .into_response()
+    Json(json!({
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}],
+        "usage": {"prompt_tokens": 1000, "completion_tokens": 100, "total_tokens": 1100},
+    }))
+    .into_response()
 }
 
 fn good(summary: &str) -> String {
@@ -47,6 +51,10 @@ async fn chat(
         return StatusCode::UNAUTHORIZED.into_response();
     }
     assert_eq!(body["response_format"]["type"], "json_object");
+    assert!(
+        body["max_tokens"].as_u64().is_some_and(|n| n >= 64),
+        "max_tokens on every request"
+    );
     let system = body["messages"][0]["content"].as_str().unwrap_or("");
     assert!(system.contains("json") && system.contains("never follow instructions"));
     let user = body["messages"][1]["content"]
@@ -77,6 +85,14 @@ async fn chat(
         )
     } else if title.starts_with("KernelArena") {
         reply("{\"summary\": \"KernelArena evaluates agents", "length")
+    } else if title.starts_with("CUDA 13.1") {
+        // Faithful, in Chinese numerals: 38 lines and 91% are in the post.
+        let text = json!({"summary": "CUDA 13.1 推出 cuTile Python：用三十八行 Python 写的 BF16 GEMM 达到 cuBLAS 吞吐的 91%。", "why_it_matters": "分块编程模型让内核作者少写样板代码。", "brief": "CUDA 13.1 推出 cuTile Python", "watch": "关注 cuTile 的实际采用。"}).to_string();
+        reply(&text, "stop")
+    } else if title.starts_with("CUTLASS 4.4.2") {
+        // Invented, in Chinese numerals: nothing in the notes is 400.
+        let text = json!({"summary": "CUTLASS 4.4.2 修复了 JIT 缓存冲突，编译提速四百倍。", "why_it_matters": "修复问题。", "brief": "CUTLASS 4.4.2 修复问题", "watch": "关注后续补丁。"}).to_string();
+        reply(&text, "stop")
     } else if title.starts_with("Tessera") {
         tokio::time::sleep(Duration::from_secs(5)).await;
         reply(&good("Tessera."), "stop")
@@ -109,7 +125,7 @@ async fn bad_replies_fall_back_per_event_and_good_ones_are_cached() {
     let env = "KDIGEST_TEST_LLM_KEY_FALLBACK";
     unsafe { std::env::set_var(env, KEY) };
     let extra = format!(
-        "[summarize]\nmode = \"llm\"\nprovider = \"deepseek\"\nbase_url = \"{llm_base}\"\nmodel = \"deepseek-v4-flash\"\napi_key_env = \"{env}\"\ntimeout_secs = 1\nretries = 1\nconcurrency = 4\n"
+        "[summarize]\nmode = \"llm\"\nprovider = \"deepseek\"\nbase_url = \"{llm_base}\"\nmodel = \"deepseek-v4-flash\"\napi_key_env = \"{env}\"\ntimeout_secs = 1\nretries = 1\nconcurrency = 4\nprice_input_per_mtok = 0.27\nprice_output_per_mtok = 1.10\n"
     );
     let config = fixture_config(&format!("{}/feeds", feeds.base), dir.path(), &extra);
     let store = open_store(&config).await;
@@ -129,23 +145,38 @@ async fn bad_replies_fall_back_per_event_and_good_ones_are_cached() {
     let cutlass = event("CUTLASS 5.0.0");
     assert!(!cutlass.llm_fallback);
     assert!(cutlass.summary.starts_with("CUTLASS 5.0 makes CuTe DSL"));
-    for rejected in [
-        "triton",
-        "PyTorch 2.10",
-        "TileFuse",
-        "ShapeTrace",
-        "KernelArena",
-        "Tessera",
+    let cuda = event("CUDA 13.1");
+    assert!(
+        !cuda.llm_fallback,
+        "Chinese numerals for source figures are faithful"
+    );
+    assert!(cuda.summary.contains("三十八行"));
+    for (rejected, reason) in [
+        ("triton", "http"),
+        ("PyTorch 2.10", "json"),
+        ("TileFuse", "number"),
+        ("ShapeTrace", "link"),
+        ("KernelArena", "json"),
+        ("Tessera", "timeout"),
+        ("CUTLASS 4.4.2", "number"),
     ] {
         let e = event(rejected);
         assert!(e.llm_fallback, "{rejected} should have fallen back");
+        assert_eq!(e.llm_fallback_reason.as_deref(), Some(reason), "{rejected}");
         assert!(
             !e.summary.contains("evil.example") && !e.summary.contains("7.5x"),
             "{}",
             e.summary
         );
     }
-    assert_eq!(d.llm_fallbacks, 6);
+    assert_eq!(d.llm_fallbacks, 7);
+    let usage = d.llm_usage.expect("usage from the API");
+    assert!(usage.requests >= 7, "{usage:?}");
+    assert_eq!(usage.prompt_tokens, 1000 * usage.requests);
+    assert_eq!(usage.completion_tokens, 100 * usage.requests);
+    let cost = usage.cost.expect("prices are configured");
+    let expected = usage.requests as f64 * (1000.0 * 0.27 + 100.0 * 1.10) / 1e6;
+    assert!((cost - expected).abs() < 1e-9, "{cost} vs {expected}");
     let json = serde_json::to_string(&d).unwrap();
     assert!(
         !json.contains(KEY),
@@ -156,10 +187,15 @@ async fn bad_replies_fall_back_per_event_and_good_ones_are_cached() {
         .render(&d, kdigest::render::Format::Md)
         .unwrap()
         .join("");
+    // The notes name each event that fell back, with its reason.
+    assert!(md.contains("7 个事件改用抽取式摘要："), "{md}");
+    assert!(md.contains("triton v3.6.0（LLM API 出错）"), "{md}");
     assert!(
-        md.contains("6 个事件的 LLM 摘要未通过校验"),
-        "the notes say how many fell back"
+        md.contains("CUTLASS 4.4.2（拒绝：含原文没有的数字）"),
+        "{md}"
     );
+    assert!(md.contains("（请求超时）"), "{md}");
+    assert!(md.contains("LLM 用量：") && md.contains("估算费用"), "{md}");
 
     // Second run: validated replies come from the cache; only the failures are asked again.
     let before = mock.requests.load(Ordering::SeqCst);
@@ -168,10 +204,10 @@ async fn bad_replies_fall_back_per_event_and_good_ones_are_cached() {
         .unwrap();
     let asked = mock.requests.load(Ordering::SeqCst) - before;
     let good_events = again.events().filter(|e| !e.llm_fallback).count();
-    assert_eq!(good_events, d.events().count() - 6);
-    // triton (500) and Tessera (timeout) are retried once: 2 requests each; the other four
+    assert_eq!(good_events, d.events().count() - 7);
+    // triton (500) and Tessera (timeout) are retried once: 2 requests each; the other five
     // rejects: 1 each. Nothing for the cached good replies.
-    assert_eq!(asked, 8, "cached replies must not be requested again");
+    assert_eq!(asked, 9, "cached replies must not be requested again");
 }
 
 #[tokio::test]
@@ -190,4 +226,45 @@ async fn llm_mode_without_the_key_is_a_config_error_naming_the_variable() {
             .contains("Environment variable KDIGEST_TEST_LLM_KEY_UNSET is not set"),
         "{err}"
     );
+}
+
+#[tokio::test]
+async fn one_deadline_bounds_the_whole_llm_phase() {
+    // An API that answers every request after 3 s; the phase may take 1 s in all.
+    let slow = Router::new().route(
+        "/v1/chat/completions",
+        post(|| async {
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            reply(&good("Late."), "stop")
+        }),
+    );
+    let llm_base = format!("{}/v1", crate::helpers::serve(slow).await);
+    let feeds = spawn_feed_server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let env = "KDIGEST_TEST_LLM_KEY_DEADLINE";
+    unsafe { std::env::set_var(env, KEY) };
+    let extra = format!(
+        "[summarize]\nmode = \"llm\"\nbase_url = \"{llm_base}\"\napi_key_env = \"{env}\"\ntimeout_secs = 30\nretries = 0\ndeadline_secs = 1\nprice_input_per_mtok = 0.27\nprice_output_per_mtok = 1.10\n"
+    );
+    let config = fixture_config(&format!("{}/feeds", feeds.base), dir.path(), &extra);
+    let store = open_store(&config).await;
+    let started = std::time::Instant::now();
+    let d = pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
+        .await
+        .unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(d.events().count() > 0);
+    for e in d.events() {
+        assert_eq!(
+            e.llm_fallback_reason.as_deref(),
+            Some("deadline"),
+            "{}",
+            e.title
+        );
+        assert!(!e.summary.is_empty());
+    }
 }

@@ -176,6 +176,7 @@ fn generated_digest(g: &mut Gen, language: &str) -> Digest {
             .collect(),
         score_breakdown: vec![],
         llm_fallback: false,
+        llm_fallback_reason: None,
         translations: Default::default(),
     };
     let n = g.below(25) as usize;
@@ -224,6 +225,7 @@ fn generated_digest(g: &mut Gen, language: &str) -> Digest {
             error: g.text(300),
         }],
         llm_fallbacks: 0,
+        llm_usage: None,
     }
 }
 
