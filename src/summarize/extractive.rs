@@ -86,19 +86,30 @@ pub fn summarize(candidate: &Candidate, locale: &Locale, budget: usize) -> Event
         .map(|s| s.as_str())
         .collect::<Vec<_>>()
         .join(" ");
-    let why_it_matters = match (changes.is_empty(), cue_text.is_empty()) {
-        (true, true) => fallback_why(candidate, locale),
-        (true, false) => truncate_chars(&cue_text, WHY_CHARS),
-        (false, _) => {
-            let quoted: Vec<String> = changes
-                .iter()
-                .map(|c| locale.fill("quote", &[("text", &truncate_chars(c, CHANGE_CHARS))]))
-                .collect();
-            let marked = locale.fill("why_changes", &[("changes", &quoted.join(" "))]);
-            truncate_chars(
-                format!("{marked} {cue_text}").trim(),
-                WHY_CHARS + CHANGE_CHARS,
-            )
+    // The results are the source's words: quoted, after a lead-in in the reader's language
+    // that says whose words they are. Quotes are cut inside, so they always close.
+    let reported = |budget: usize| {
+        (!cue_text.is_empty()).then(|| {
+            let key = match event.primary().kind {
+                ItemKind::Release => "why_reports_release",
+                ItemKind::Paper => "why_reports_paper",
+                ItemKind::Post => "why_reports_post",
+            };
+            let quote = locale.fill("quote", &[("text", &truncate_chars(&cue_text, budget))]);
+            locale.fill(key, &[("quote", &quote)])
+        })
+    };
+    let why_it_matters = if changes.is_empty() {
+        reported(WHY_CHARS).unwrap_or_else(|| fallback_why(candidate, locale))
+    } else {
+        let quoted: Vec<String> = changes
+            .iter()
+            .map(|c| locale.fill("quote", &[("text", &truncate_chars(c, CHANGE_CHARS))]))
+            .collect();
+        let marked = locale.fill("why_changes", &[("changes", &quoted.join(" "))]);
+        match reported(WHY_CHARS / 2) {
+            Some(r) => format!("{marked} {r}"),
+            None => marked,
         }
     };
 
