@@ -340,12 +340,21 @@ async fn breaking_and_behaviour_changes_lead_why_it_matters_and_name_the_watch_i
         patch.why_it_matters
     );
     for e in d.events() {
-        assert!(
-            !e.why_it_matters.contains("涉及 ，"),
-            "{}",
-            e.why_it_matters
+        let why = &e.why_it_matters;
+        assert!(!why.contains("涉及 ，"), "{why}");
+        // Source words are quoted, and every quote closes.
+        assert_eq!(
+            why.matches('「').count(),
+            why.matches('」').count(),
+            "{why}"
         );
     }
+    let paper = d.papers.first().unwrap();
+    assert!(
+        paper.why_it_matters.starts_with("论文报告：「"),
+        "{}",
+        paper.why_it_matters
+    );
     // The English reader gets the English marker around the same quotes.
     let en = d.clone().in_language("en");
     let cutlass = en.events().find(|e| e.title == "CUTLASS 5.0.0").unwrap();
