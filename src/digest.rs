@@ -195,6 +195,7 @@ pub fn assemble(candidates: &[Candidate], summaries: &Summaries, a: Assembly<'_>
         failed_sources: a.failed_sources,
         llm_fallbacks: summaries.fell_back.iter().filter(|f| f.is_some()).count(),
         llm_usage: summaries.usage,
+        llm_headline: summaries.headline.clone(),
     };
     section(
         &mut digest,
@@ -202,6 +203,7 @@ pub fn assemble(candidates: &[Candidate], summaries: &Summaries, a: Assembly<'_>
         a.config.digest.key_changes,
         a.locale,
     );
+    use_llm_headline(&mut digest, usize::MAX);
     for (n, e) in digest
         .key_changes
         .iter_mut()
@@ -364,9 +366,25 @@ pub fn filter(digest: &Digest, f: &Filter, locale: &Locale) -> Digest {
         failed_sources: digest.failed_sources.clone(),
         llm_fallbacks: digest.llm_fallbacks,
         llm_usage: digest.llm_usage,
+        llm_headline: digest.llm_headline.clone(),
     };
     section(&mut out, events, key_changes, locale);
+    use_llm_headline(&mut out, digest.events().count());
     out
+}
+
+/// The LLM's headline and overview replace the built ones when they were written for these
+/// events in this language: the full digest, not a reader's subset or another language.
+/// `all`: how many events the full digest has (`usize::MAX` at assembly, where it is full).
+fn use_llm_headline(d: &mut Digest, all: usize) {
+    let full = all == usize::MAX || d.events().count() == all;
+    if let Some(h) = &d.llm_headline
+        && full
+        && h.language == d.language
+    {
+        d.title = h.title.clone();
+        d.overview = h.overview.clone();
+    }
 }
 
 /// Raw items per source, for the generation notes: every source that fetched now, plus

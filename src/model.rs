@@ -269,6 +269,18 @@ pub struct Digest {
     /// Token use reported by the LLM API, and its estimated cost when prices are configured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub llm_usage: Option<LlmUsage>,
+    /// The LLM's headline and overview of the full digest: the title and overview of every
+    /// render that shows all events in that language; others build their own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llm_headline: Option<Headline>,
+}
+
+/// A headline and overview written for one set of events in one language.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Headline {
+    pub language: String,
+    pub title: String,
+    pub overview: String,
 }
 
 /// Tokens one digest's LLM requests used, from the API's `usage` fields.
@@ -374,6 +386,9 @@ pub struct Summaries {
     pub fell_back: Vec<Option<String>>,
     /// Tokens the LLM API reported for this digest (cached replies cost none).
     pub usage: Option<LlmUsage>,
+    /// The digest's headline and overview as the LLM wrote them, when it did and they
+    /// passed validation.
+    pub headline: Option<Headline>,
     /// `extractive` or the provider's name.
     pub mode: String,
     /// The extractive texts in every other reader language, same order as `texts`: what a

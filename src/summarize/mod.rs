@@ -36,6 +36,7 @@ pub fn extractive_all(candidates: &[Candidate], locale: &Locale, budget: usize) 
             .collect(),
         fell_back: vec![None; candidates.len()],
         usage: None,
+        headline: None,
         mode: "extractive".into(),
         other_languages: Vec::new(),
     }

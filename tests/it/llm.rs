@@ -17,6 +17,10 @@ use serde_json::{Value, json};
 use crate::helpers::{fixture_config, open_store, spawn_feed_server};
 
 const KEY: &str = "sk-test-secret-value-123";
+/// The day's headline and overview as a model writes them: versions shorter than the tags,
+/// Chinese around the sources' figures.
+const HEADLINE: &str = "CUTLASS 5.0 与 Triton 3.6 发布，另有四篇内核与编译论文";
+const OVERVIEW: &str = "CUTLASS 5.0 让 CuTe DSL 成为主要接口，FP4 GEMM 最高比 cuBLAS 快 1.6 倍；TileFuse 在 B200 上达到 1,530 TFLOPS。";
 
 #[derive(Default)]
 struct Mock {
@@ -62,6 +66,13 @@ async fn chat(
         .unwrap_or("")
         .to_string();
     let data: Value = serde_json::from_str(&user).expect("user message is JSON data");
+    if system.contains("headline") {
+        assert!(data["events"].as_array().is_some_and(|e| !e.is_empty()));
+        return reply(
+            &json!({"headline": HEADLINE, "overview": OVERVIEW}).to_string(),
+            "stop",
+        );
+    }
     let title = data["title"].as_str().unwrap_or("");
     if title.starts_with("CUTLASS 5.0.0") {
         reply(
@@ -145,6 +156,27 @@ async fn bad_replies_fall_back_per_event_and_good_ones_are_cached() {
     let cutlass = event("CUTLASS 5.0.0");
     assert!(!cutlass.llm_fallback);
     assert!(cutlass.summary.starts_with("CUTLASS 5.0 makes CuTe DSL"));
+    // The model's headline and overview are the full digest's; a reader's subset and another
+    // language get built ones.
+    assert_eq!(d.title, HEADLINE);
+    assert_eq!(d.overview, OVERVIEW);
+    let runtime_only = kdigest::digest::filter(
+        &d,
+        &kdigest::model::Filter {
+            layers: ["runtime".to_string()].into(),
+            min_score: kdigest::model::Score::from_f64(0.0),
+        },
+        &kdigest::locale::Locale::builtin("zh-CN"),
+    );
+    assert!(runtime_only.events().count() < d.events().count());
+    assert_ne!(runtime_only.title, HEADLINE);
+    let english = d.clone().in_language("en");
+    let english = kdigest::digest::filter(
+        &english,
+        &Default::default(),
+        &kdigest::locale::Locale::builtin("en"),
+    );
+    assert_ne!(english.title, HEADLINE);
     let cuda = event("CUDA 13.1");
     assert!(
         !cuda.llm_fallback,

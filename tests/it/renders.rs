@@ -226,6 +226,7 @@ fn generated_digest(g: &mut Gen, language: &str) -> Digest {
         }],
         llm_fallbacks: 0,
         llm_usage: None,
+        llm_headline: None,
     }
 }
 
