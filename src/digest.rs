@@ -107,11 +107,15 @@ pub fn candidates(
     out
 }
 
-/// Candidates that make it into the digest.
+/// Candidates that make it into the digest: at or above the threshold, and about at least
+/// one layer. An event that matches no keyword of any layer is off-topic whatever its other
+/// components add up to (a trusted source and a fresh date do not make a post about
+/// warehouse robots relevant), and a reader could not filter it by layer.
 pub fn eligible(candidates: Vec<Candidate>, config: &Config) -> Vec<Candidate> {
     candidates
         .into_iter()
         .filter(|c| c.assessment.score >= config.digest.min_score)
+        .filter(|c| !c.classification.layers.is_empty())
         .collect()
 }
 

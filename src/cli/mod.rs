@@ -347,6 +347,9 @@ async fn explain(
             if c.assessment.score < config.digest.min_score {
                 println!("Below digest.min_score {} so it is not in the digest.", config.digest.min_score);
             }
+            if c.classification.layers.is_empty() {
+                println!("It matches no keyword of any layer, so it is off-topic and not in the digest.");
+            }
             Ok(())
         }
         None if stored.is_none() && all.is_empty() => Err(UsageError(format!(

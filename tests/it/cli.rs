@@ -393,3 +393,44 @@ fn a_quiet_day_is_still_a_digest_when_the_sources_answered() {
     assert_eq!(v["date"], "2026-06-01");
     assert_eq!(v["key_changes"].as_array().unwrap().len(), 0);
 }
+
+#[test]
+fn an_off_topic_post_never_reaches_the_digest_whatever_the_threshold() {
+    let dir = tempfile::tempdir().unwrap();
+    let feed = dir.path().join("blog.xml");
+    std::fs::write(
+        &feed,
+        r#"<?xml version="1.0"?><rss version="2.0"><channel><title>Vendor blog</title>
+<item><title>Vision 3.0 for warehouse robots is now available</title><link>https://example.org/robots</link><pubDate>Tue, 27 Oct 2026 12:00:00 GMT</pubDate><description>We announce the release of Vision 3.0, our platform for warehouse robots, with 40% faster picking.</description></item>
+<item><title>Faster FP8 GEMM kernels with Triton on Blackwell</title><link>https://example.org/fp8</link><pubDate>Tue, 27 Oct 2026 13:00:00 GMT</pubDate><description>The new kernel uses TMA and warp specialization and is 1.4x faster than cuBLAS.</description></item>
+</channel></rss>"#,
+    )
+    .unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[digest]\nmin_score = 0\n[[sources]]\nname = \"Vendor blog\"\nurl = \"file://{}\"\nkind = \"blog\"\nweight = 1.0\n[storage]\npath = \"db.sqlite\"\n",
+            feed.display()
+        ),
+    )
+    .unwrap();
+    let out = kdigest(
+        &config,
+        &["digest", "--date", "2026-10-28", "--format", "json"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let titles: Vec<&str> = ["key_changes", "papers", "other_updates"]
+        .iter()
+        .flat_map(|s| v[s].as_array().unwrap())
+        .map(|e| e["title"].as_str().unwrap())
+        .collect();
+    assert_eq!(titles, ["Faster FP8 GEMM kernels with Triton on Blackwell"]);
+    let explain = kdigest(&config, &["explain", "warehouse", "--date", "2026-10-28"]);
+    assert!(
+        stdout(&explain).contains("off-topic"),
+        "{}",
+        stdout(&explain)
+    );
+}
