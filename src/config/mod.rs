@@ -583,6 +583,19 @@ mod tests {
     }
 
     #[test]
+    fn nan_durations_are_problems_not_panics() {
+        let err =
+            Config::parse("[fetch]\ntimeout_secs = nan\n[delivery]\nbackoff_base_secs = nan\n")
+                .unwrap_err();
+        let shown = err.to_string();
+        assert!(
+            shown.contains("fetch.timeout_secs: NaN is out of range"),
+            "{shown}"
+        );
+        assert!(shown.contains("delivery.backoff_base_secs"), "{shown}");
+    }
+
+    #[test]
     fn empty_file_is_a_working_configuration() {
         let c = Config::parse("").unwrap();
         assert_eq!(c.digest.language, "zh-CN");

@@ -88,7 +88,14 @@ pub(super) fn validate_delivery(raw: RawDelivery, problems: &mut Vec<String>) ->
     let discord = limits("discord", raw.discord);
     let email = limits("email", raw.email);
     let webhook = limits("webhook", raw.webhook);
-    let secs = |v: f64| Duration::from_secs_f64(v.clamp(0.001, 86_400.0));
+    // NaN is reported above; it must not reach from_secs_f64, which panics on it.
+    let secs = |v: f64| {
+        Duration::from_secs_f64(if v.is_nan() {
+            1.0
+        } else {
+            v.clamp(0.001, 86_400.0)
+        })
+    };
     DeliveryConfig {
         max_attempts: raw.max_attempts.clamp(1, 50),
         backoff_base: secs(raw.backoff_base_secs),

@@ -341,7 +341,12 @@ pub(super) fn validate_fetch(raw: RawFetch, problems: &mut Vec<String>) -> Fetch
         min_success_share: raw.min_success_share.clamp(0.0, 1.0),
         concurrency: raw.concurrency.clamp(1, 1024),
         per_host_concurrency: raw.per_host_concurrency.max(1),
-        timeout: Duration::from_secs_f64(raw.timeout_secs.clamp(0.001, 600.0)),
+        // NaN is reported above; it must not reach from_secs_f64, which panics on it.
+        timeout: Duration::from_secs_f64(if raw.timeout_secs.is_nan() {
+            20.0
+        } else {
+            raw.timeout_secs.clamp(0.001, 600.0)
+        }),
         max_body_bytes: raw.max_body_bytes,
         max_redirects: raw.max_redirects,
         retries: raw.retries,
