@@ -228,6 +228,8 @@ fn section(digest: &mut Digest, events: Vec<DigestEvent>, key_changes: usize, lo
     digest.papers = papers;
     digest.other_updates = others;
     let ordered: Vec<&DigestEvent> = digest.events().collect();
+    // A day with nothing above the threshold still needs a title (blog, feed, subject):
+    // `headline` gives the quiet-day one; its overview stays empty.
     let title = headline(&ordered, locale);
     // One clause per event (an LLM's briefs are sentences: their full stops go), joined
     // into one sentence.
@@ -237,19 +239,17 @@ fn section(digest: &mut Digest, events: Vec<DigestEvent>, key_changes: usize, lo
         .map(|e| e.brief.trim().trim_end_matches(['.', '。', ';', '；']))
         .filter(|b| !b.is_empty())
         .collect();
-    let overview = format!(
-        "{}{}",
-        clauses.join(locale.get("overview_separator")),
-        locale.get("overview_end")
-    );
-    // A day with nothing above the threshold still needs a title (blog, feed, subject).
-    if ordered.is_empty() {
-        digest.title = locale.get("empty_title").to_string();
-        digest.overview = String::new();
+    let overview = if clauses.is_empty() {
+        String::new()
     } else {
-        digest.title = title;
-        digest.overview = overview;
-    }
+        format!(
+            "{}{}",
+            clauses.join(locale.get("overview_separator")),
+            locale.get("overview_end")
+        )
+    };
+    digest.title = title;
+    digest.overview = overview;
 }
 
 /// The digest's headline, a sentence in the reader's language: the top releases by name (or

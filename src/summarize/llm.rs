@@ -20,7 +20,7 @@ use super::extractive;
 use crate::config::{ConfigError, LlmConfig, Secret};
 use crate::digest::Candidate;
 use crate::locale::Locale;
-use crate::model::{EventText, Headline, LlmUsage, Summaries};
+use crate::model::{EventText, Headline, Item, LlmUsage, Summaries};
 use crate::parse::hex;
 use crate::store::Store;
 
@@ -205,18 +205,10 @@ impl LlmClient {
         store: &Store,
     ) -> Result<Headline, LlmError> {
         let body = headline_request(&self.model, candidates, texts, language, self.max_tokens);
-        let hash = hex(&Sha256::digest(body.to_string().as_bytes()));
-        if let Ok(Some(cached)) = store.llm_cache_get(&self.model, &hash).await
-            && let Ok(h) = validate_headline(&cached, candidates, language)
-        {
-            return Ok(h);
-        }
-        let reply = self.complete(&body).await?;
-        let h = validate_headline(&reply, candidates, language)?;
-        if let Err(error) = store.llm_cache_put(&self.model, &hash, &reply).await {
-            tracing::warn!(message = "Cannot cache LLM reply", %error);
-        }
-        Ok(h)
+        self.ask_checked(&body, store, |reply| {
+            validate_headline(reply, candidates, language)
+        })
+        .await
     }
 
     async fn summarize_one(
@@ -227,18 +219,30 @@ impl LlmClient {
         store: &Store,
     ) -> Result<EventText, LlmError> {
         let body = request_body(&self.model, candidate, language, budget, self.max_tokens);
+        self.ask_checked(&body, store, |reply| validate(reply, candidate, budget))
+            .await
+    }
+
+    /// A validated reply to `body`: from the cache (by model and request hash) when a cached
+    /// reply still validates, else asked, validated and then cached.
+    async fn ask_checked<T>(
+        &self,
+        body: &serde_json::Value,
+        store: &Store,
+        check: impl Fn(&str) -> Result<T, LlmError>,
+    ) -> Result<T, LlmError> {
         let hash = hex(&Sha256::digest(body.to_string().as_bytes()));
         if let Ok(Some(cached)) = store.llm_cache_get(&self.model, &hash).await
-            && let Ok(text) = validate(&cached, candidate, budget)
+            && let Ok(checked) = check(&cached)
         {
-            return Ok(text);
+            return Ok(checked);
         }
-        let reply = self.complete(&body).await?;
-        let text = validate(&reply, candidate, budget)?;
+        let reply = self.complete(body).await?;
+        let checked = check(&reply)?;
         if let Err(error) = store.llm_cache_put(&self.model, &hash, &reply).await {
             tracing::warn!(message = "Cannot cache LLM reply", %error);
         }
-        Ok(text)
+        Ok(checked)
     }
 
     /// One chat completion with retries on transient failures, honouring Retry-After.
@@ -469,27 +473,13 @@ pub fn validate_headline(
             return Err(LlmError::TooLong(field, len, max));
         }
     }
-    let mut source_text = String::new();
-    for item in candidates
+    let items: Vec<&Item> = candidates
         .iter()
         .take(HEADLINE_EVENTS)
         .flat_map(|c| &c.event.items)
-    {
-        source_text.push_str(&item.title);
-        source_text.push('\n');
-        source_text.push_str(&item.text);
-        source_text.push('\n');
-    }
-    let all = format!("{}\n{}", r.headline, r.overview);
-    if let Some(n) = super::numbers::unsupported(&all, &source_text)
-        .into_iter()
-        .next()
-    {
-        return Err(LlmError::UnfaithfulNumber(n));
-    }
-    if let Some(link) = LINK.find(&all) {
-        return Err(LlmError::ForeignLink(link.as_str().to_string()));
-    }
+        .collect();
+    // A headline names no link at all.
+    check_against_sources(&format!("{}\n{}", r.headline, r.overview), &items, &[])?;
     Ok(Headline {
         language: language.to_string(),
         title: crate::text::collapse_whitespace(r.headline.trim()),
@@ -504,6 +494,31 @@ fn strip_fence(reply: &str) -> &str {
         .strip_prefix("```json")
         .or_else(|| reply.strip_prefix("```"))
         .map_or(reply, |r| r.trim_end().trim_end_matches("```"))
+}
+
+/// What a reply wrote, against its sources: every number a figure of their titles and
+/// texts ([`super::numbers`]), every link one of `links` (normalised).
+fn check_against_sources(written: &str, items: &[&Item], links: &[&str]) -> Result<(), LlmError> {
+    let mut source_text = String::new();
+    for item in items {
+        source_text.push_str(&item.title);
+        source_text.push('\n');
+        source_text.push_str(&item.text);
+        source_text.push('\n');
+    }
+    if let Some(n) = super::numbers::unsupported(written, &source_text)
+        .into_iter()
+        .next()
+    {
+        return Err(LlmError::UnfaithfulNumber(n));
+    }
+    for link in LINK.find_iter(written) {
+        let normalized = crate::text::normalize_url(link.as_str()).unwrap_or_default();
+        if !links.contains(&normalized.as_str()) {
+            return Err(LlmError::ForeignLink(link.as_str().to_string()));
+        }
+    }
+    Ok(())
 }
 
 /// Checks one reply against the event it is about. Pure.
@@ -526,32 +541,17 @@ pub fn validate(reply: &str, candidate: &Candidate, budget: usize) -> Result<Eve
         }
     }
     let event = &candidate.event;
-    let mut source_text = String::new();
-    for item in &event.items {
-        source_text.push_str(&item.title);
-        source_text.push('\n');
-        source_text.push_str(&item.text);
-        source_text.push('\n');
-    }
+    let items: Vec<&Item> = event.items.iter().collect();
+    let links: Vec<&str> = event
+        .items
+        .iter()
+        .map(|i| i.url.as_str())
+        .filter(|u| !u.is_empty())
+        .collect();
     let all = format!(
         "{}\n{}\n{}\n{}",
         text.summary, text.why_it_matters, text.brief, text.watch
     );
-    if let Some(n) = super::numbers::unsupported(&all, &source_text)
-        .into_iter()
-        .next()
-    {
-        return Err(LlmError::UnfaithfulNumber(n));
-    }
-    for link in LINK.find_iter(&all) {
-        let normalized = crate::text::normalize_url(link.as_str()).unwrap_or_default();
-        if !event
-            .items
-            .iter()
-            .any(|i| !i.url.is_empty() && i.url == normalized)
-        {
-            return Err(LlmError::ForeignLink(link.as_str().to_string()));
-        }
-    }
+    check_against_sources(&all, &items, &links)?;
     Ok(text)
 }
