@@ -207,7 +207,7 @@ pub fn assemble(candidates: &[Candidate], summaries: &Summaries, a: Assembly<'_>
         a.config.digest.key_changes,
         a.locale,
     );
-    use_llm_headline(&mut digest, usize::MAX);
+    use_llm_headline(&mut digest, true);
     for (n, e) in digest
         .key_changes
         .iter_mut()
@@ -373,15 +373,15 @@ pub fn filter(digest: &Digest, f: &Filter, locale: &Locale) -> Digest {
         llm_headline: digest.llm_headline.clone(),
     };
     section(&mut out, events, key_changes, locale);
-    use_llm_headline(&mut out, digest.events().count());
+    let full = out.events().count() == digest.events().count();
+    use_llm_headline(&mut out, full);
     out
 }
 
 /// The LLM's headline and overview replace the built ones when they were written for these
-/// events in this language: the full digest, not a reader's subset or another language.
-/// `all`: how many events the full digest has (`usize::MAX` at assembly, where it is full).
-fn use_llm_headline(d: &mut Digest, all: usize) {
-    let full = all == usize::MAX || d.events().count() == all;
+/// events in this language: the `full` digest, not a reader's subset, and not another
+/// language.
+fn use_llm_headline(d: &mut Digest, full: bool) {
     if let Some(h) = &d.llm_headline
         && full
         && h.language == d.language

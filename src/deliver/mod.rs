@@ -184,8 +184,14 @@ impl RenderCache {
             return Ok(hit.clone());
         }
         let renderer = self.renderer(language)?;
-        // The reader's language first: the overview is built from the events' briefs.
-        let filtered = digest::filter(&d.clone().in_language(language), filter, renderer.locale());
+        // In the reader's language first: the overview is built from the events' briefs. No
+        // copy when the digest is in that language already.
+        let localized = if d.language == language {
+            std::borrow::Cow::Borrowed(d)
+        } else {
+            std::borrow::Cow::Owned(d.clone().in_language(language))
+        };
+        let filtered = digest::filter(&localized, filter, renderer.locale());
         let messages = Arc::new(render_messages(&filtered, channel, &renderer)?);
         renders.insert(key, messages.clone());
         Ok(messages)
