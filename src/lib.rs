@@ -23,6 +23,7 @@ pub mod daemon;
 pub mod deliver;
 pub mod demo;
 pub mod digest;
+pub mod eval;
 pub mod fetch;
 pub mod locale;
 pub mod metrics;

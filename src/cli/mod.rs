@@ -85,6 +85,13 @@ pub enum Command {
         #[arg(long)]
         lang: Option<String>,
     },
+    /// Score the selection on labelled days (tests/fixtures/eval): precision, recall, layer
+    /// F1 and the lead per day; exits 1 below the thresholds CI holds the model to
+    Eval {
+        /// A folder of day folders, each with config.toml, labels.toml and feeds/
+        #[arg(default_value = "tests/fixtures/eval")]
+        dir: PathBuf,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -135,6 +142,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     // is named, for its layers, scoring, language and templates.
     let config = match (&cli.command, cli.config.as_deref()) {
         (Command::Demo { .. }, None) => None,
+        // Every labelled day brings its own configuration.
+        (Command::Eval { .. }, _) => None,
         (_, path) => Some(load_config(path)?),
     };
     let format = config
@@ -226,6 +235,19 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             let store = Store::open(&config.storage.path).await?;
             let date = resolve_date(&date, &config).await?;
             explain(&config, &store, date, &event).await
+        }
+        Command::Eval { dir } => {
+            let mut reports = Vec::new();
+            for day in crate::eval::load_days(&dir)? {
+                reports.push(crate::eval::evaluate(&day)?);
+            }
+            let (text, pass) = crate::eval::report(&reports);
+            print!("{text}");
+            if pass {
+                Ok(())
+            } else {
+                anyhow::bail!("The selection is below the eval thresholds (see above)")
+            }
         }
         Command::Demo { format, lang } => {
             let lang = subscribers::parse_language(lang.as_deref())?;

@@ -1,0 +1,459 @@
+//! `kdigest eval DIR`: how well the selection path (parse, window, cluster, classify, score,
+//! eligibility) does on labelled days. Each day folder holds a configuration whose sources
+//! are feed files, and `labels.toml`: what an editor would run, with which layers, and what
+//! should lead (format in tests/fixtures/eval/README.md).
+//!
+//! Items are the unit: an item is selected when its event is eligible. Precision and recall
+//! count relevant items, ignoring the optional ones; layer F1 is micro-averaged over
+//! (relevant item, layer) pairs using the layers of the item's event, selected or not; the
+//! lead is right when the highest-scoring eligible event holds a `lead` item.
+
+use std::collections::{BTreeSet, HashMap};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use chrono::NaiveDate;
+use serde::Deserialize;
+
+use crate::classify::Classifier;
+use crate::config::{Config, SourceLocation};
+use crate::digest::{self, Candidate};
+use crate::model::{Item, Window};
+use crate::parse::parse_feed;
+use crate::text::normalize_url;
+
+/// What CI holds the built-in model to (issue 10): every relevant item selected, few
+/// wrong ones, layers mostly right, and the right lead on every day.
+pub const MIN_RECALL: f64 = 1.0;
+pub const MIN_PRECISION: f64 = 0.9;
+pub const MIN_LAYER_F1: f64 = 0.85;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Labels {
+    pub about: String,
+    pub date: Option<NaiveDate>,
+    pub lead: Vec<String>,
+    #[serde(default)]
+    pub relevant: Vec<Relevant>,
+    #[serde(default)]
+    pub optional: Vec<Optional>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Relevant {
+    pub url: String,
+    pub title: String,
+    pub layers: Vec<String>,
+    pub why: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Optional {
+    pub url: String,
+    pub title: String,
+    pub why: String,
+}
+
+/// One labelled day, loaded.
+pub struct Day {
+    pub name: String,
+    pub date: NaiveDate,
+    pub config: Config,
+    pub labels: Labels,
+}
+
+/// Counts for one day (or summed over days).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Counts {
+    pub items: usize,
+    pub relevant: usize,
+    pub selected: usize,
+    pub true_positives: usize,
+    pub false_positives: usize,
+    pub layer_tp: usize,
+    pub layer_fp: usize,
+    pub layer_fn: usize,
+}
+
+impl Counts {
+    pub fn precision(&self) -> f64 {
+        ratio(
+            self.true_positives,
+            self.true_positives + self.false_positives,
+        )
+    }
+
+    pub fn recall(&self) -> f64 {
+        ratio(self.true_positives, self.relevant)
+    }
+
+    pub fn layer_f1(&self) -> f64 {
+        let p = ratio(self.layer_tp, self.layer_tp + self.layer_fp);
+        let r = ratio(self.layer_tp, self.layer_tp + self.layer_fn);
+        if p + r == 0.0 {
+            0.0
+        } else {
+            2.0 * p * r / (p + r)
+        }
+    }
+
+    fn add(&mut self, o: &Counts) {
+        self.items += o.items;
+        self.relevant += o.relevant;
+        self.selected += o.selected;
+        self.true_positives += o.true_positives;
+        self.false_positives += o.false_positives;
+        self.layer_tp += o.layer_tp;
+        self.layer_fp += o.layer_fp;
+        self.layer_fn += o.layer_fn;
+    }
+}
+
+/// An empty denominator is a perfect score: nothing to find, nothing wrongly found.
+fn ratio(num: usize, den: usize) -> f64 {
+    if den == 0 {
+        1.0
+    } else {
+        num as f64 / den as f64
+    }
+}
+
+/// The outcome of one day, with what went wrong in words.
+#[derive(Debug, Clone)]
+pub struct DayReport {
+    pub name: String,
+    pub counts: Counts,
+    pub lead_right: bool,
+    /// The title of the event that leads, if any is eligible.
+    pub lead: Option<String>,
+    /// One line per miss, wrong selection, layer error or wrong lead.
+    pub errors: Vec<String>,
+}
+
+/// Every day folder under `dir` (folders holding a labels.toml), in name order.
+pub fn load_days(dir: &Path) -> anyhow::Result<Vec<Day>> {
+    let entries = std::fs::read_dir(dir)
+        .with_context(|| format!("Cannot read the eval directory {}", dir.display()))?;
+    let mut folders: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join("labels.toml").is_file())
+        .collect();
+    folders.sort();
+    if folders.is_empty() {
+        anyhow::bail!(
+            "{} holds no labelled day (a folder with config.toml and labels.toml); see tests/fixtures/eval/README.md",
+            dir.display()
+        );
+    }
+    folders.iter().map(|f| load_day(f)).collect()
+}
+
+pub fn load_day(folder: &Path) -> anyhow::Result<Day> {
+    let name = folder
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let config = Config::load(&folder.join("config.toml"))?;
+    let path = folder.join("labels.toml");
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("Cannot read {}", path.display()))?;
+    let labels: Labels =
+        toml::from_str(&text).with_context(|| format!("{} is not valid", path.display()))?;
+    let date = match labels.date {
+        Some(d) => d,
+        None => name
+            .get(..10)
+            .and_then(|d| NaiveDate::parse_from_str(d, "%Y-%m-%d").ok())
+            .with_context(|| {
+                format!(
+                    "{}: no `date` and the folder name does not start with YYYY-MM-DD",
+                    path.display()
+                )
+            })?,
+    };
+    Ok(Day {
+        name,
+        date,
+        config,
+        labels,
+    })
+}
+
+/// The day's items inside its window, read from the source files.
+pub fn items(day: &Day) -> anyhow::Result<(Window, Vec<Item>)> {
+    let window = digest::window_for(day.date, &day.config);
+    let mut items = Vec::new();
+    for source in &day.config.sources {
+        let SourceLocation::File(path) = &source.location else {
+            anyhow::bail!(
+                "{}: source {} is not a file; an eval day reads only files (url = \"feeds/NAME\")",
+                day.name,
+                source.name
+            );
+        };
+        let body =
+            std::fs::read(path).with_context(|| format!("Cannot read {}", path.display()))?;
+        let parsed = parse_feed(&body, source, window.end.to_utc())
+            .with_context(|| format!("{}: source {} does not parse", day.name, source.name))?;
+        items.extend(
+            parsed.into_iter().filter(|i| {
+                i.published >= window.start.to_utc() && i.published < window.end.to_utc()
+            }),
+        );
+    }
+    // What the store does: one row per key.
+    items.sort_by(|a, b| a.key.cmp(&b.key));
+    items.dedup_by(|a, b| a.key == b.key);
+    Ok((window, items))
+}
+
+fn link_key(url: &str) -> String {
+    normalize_url(url).unwrap_or_else(|| url.trim().to_string())
+}
+
+/// Runs the selection path on one day and compares it with the labels. A label naming an
+/// item that is not in the window, or a layer that is not configured, is an error: the
+/// labels must describe the data.
+pub fn evaluate(day: &Day) -> anyhow::Result<DayReport> {
+    let (window, items) = items(day)?;
+    let item_count = items.len();
+    let known: BTreeSet<String> = items.iter().map(|i| link_key(&i.url)).collect();
+    let labels = &day.labels;
+    let layer_names: BTreeSet<&str> = day.config.layers.iter().map(|l| l.name.as_str()).collect();
+    let mut problems = Vec::new();
+    for url in labels
+        .relevant
+        .iter()
+        .map(|r| &r.url)
+        .chain(labels.optional.iter().map(|o| &o.url))
+        .chain(&labels.lead)
+    {
+        if !known.contains(&link_key(url)) {
+            problems.push(format!("{url} is not an item in the window"));
+        }
+    }
+    for r in &labels.relevant {
+        for l in &r.layers {
+            if !layer_names.contains(l.as_str()) {
+                problems.push(format!("{}: unknown layer {l}", r.url));
+            }
+        }
+    }
+    if labels.lead.is_empty() && !labels.relevant.is_empty() {
+        problems.push("lead is empty although the day has relevant items".into());
+    }
+    if !problems.is_empty() {
+        anyhow::bail!("{}/labels.toml: {}", day.name, problems.join("; "));
+    }
+
+    let classifier = Classifier::new(&day.config.layers);
+    let all = digest::candidates(items, &window, &day.config, &classifier);
+    let by_link: HashMap<String, &Candidate> = all
+        .iter()
+        .flat_map(|c| c.event.items.iter().map(move |i| (link_key(&i.url), c)))
+        .collect();
+    let eligible = digest::eligible(all.clone(), &day.config);
+    let selected: BTreeSet<String> = eligible
+        .iter()
+        .flat_map(|c| c.event.items.iter().map(|i| link_key(&i.url)))
+        .collect();
+    let relevant: HashMap<String, &Relevant> = labels
+        .relevant
+        .iter()
+        .map(|r| (link_key(&r.url), r))
+        .collect();
+    let optional: BTreeSet<String> = labels.optional.iter().map(|o| link_key(&o.url)).collect();
+
+    let mut counts = Counts {
+        items: item_count,
+        relevant: relevant.len(),
+        selected: selected.len(),
+        ..Counts::default()
+    };
+    let mut errors = Vec::new();
+    let describe = |c: &Candidate| {
+        format!(
+            "score {}, layers [{}]",
+            c.assessment.score,
+            c.classification.layers.join(", ")
+        )
+    };
+    for link in &selected {
+        if relevant.contains_key(link) {
+            counts.true_positives += 1;
+        } else if !optional.contains(link) {
+            counts.false_positives += 1;
+            let c = by_link[link];
+            errors.push(format!(
+                "wrongly selected: {} ({})",
+                title_of(c, link),
+                describe(c)
+            ));
+        }
+    }
+    let mut relevant_sorted: Vec<(&String, &&Relevant)> = relevant.iter().collect();
+    relevant_sorted.sort_by_key(|(link, _)| *link);
+    for (link, label) in relevant_sorted {
+        let c = by_link[link];
+        if !selected.contains(link) {
+            errors.push(format!("missed: {} ({})", label.title, describe(c)));
+        }
+        let want: BTreeSet<&str> = label.layers.iter().map(String::as_str).collect();
+        let got: BTreeSet<&str> = c.classification.layers.iter().map(String::as_str).collect();
+        let tp = want.intersection(&got).count();
+        counts.layer_tp += tp;
+        counts.layer_fp += got.len() - tp;
+        counts.layer_fn += want.len() - tp;
+        if want != got {
+            errors.push(format!(
+                "layers of {}: labelled [{}], got [{}]",
+                label.title,
+                want.into_iter().collect::<Vec<_>>().join(", "),
+                got.into_iter().collect::<Vec<_>>().join(", ")
+            ));
+        }
+    }
+    let leads: BTreeSet<String> = labels.lead.iter().map(|u| link_key(u)).collect();
+    let top = eligible.first();
+    let lead_right = match top {
+        Some(c) => c
+            .event
+            .items
+            .iter()
+            .any(|i| leads.contains(&link_key(&i.url))),
+        None => leads.is_empty(),
+    };
+    if !lead_right {
+        let want: Vec<String> = labels
+            .lead
+            .iter()
+            .map(|u| {
+                by_link.get(&link_key(u)).map_or(u.clone(), |c| {
+                    format!("{} ({})", title_of(c, &link_key(u)), describe(c))
+                })
+            })
+            .collect();
+        errors.push(format!(
+            "wrong lead: {} leads, the labels want {}",
+            top.map_or("nothing".to_string(), |c| format!(
+                "{} ({})",
+                c.event.primary().title,
+                describe(c)
+            )),
+            want.join(" or ")
+        ));
+    }
+    Ok(DayReport {
+        name: day.name.clone(),
+        counts,
+        lead_right,
+        lead: top.map(|c| c.event.primary().title.clone()),
+        errors,
+    })
+}
+
+fn title_of(c: &Candidate, link: &str) -> String {
+    c.event
+        .items
+        .iter()
+        .find(|i| link_key(&i.url) == link)
+        .map_or_else(|| c.event.primary().title.clone(), |i| i.title.clone())
+}
+
+/// The report as a table, then each day's errors; and whether the thresholds hold.
+pub fn report(days: &[DayReport]) -> (String, bool) {
+    let mut out = String::new();
+    let mut total = Counts::default();
+    let _ = writeln!(
+        out,
+        "{:<28} {:>6} {:>8} {:>8} {:>9} {:>7} {:>8}  lead",
+        "day", "items", "relevant", "selected", "precision", "recall", "layer F1"
+    );
+    for d in days {
+        total.add(&d.counts);
+        let _ = writeln!(
+            out,
+            "{:<28} {:>6} {:>8} {:>8} {:>9.3} {:>7.3} {:>8.3}  {}",
+            d.name,
+            d.counts.items,
+            d.counts.relevant,
+            d.counts.selected,
+            d.counts.precision(),
+            d.counts.recall(),
+            d.counts.layer_f1(),
+            if d.lead_right { "right" } else { "WRONG" }
+        );
+    }
+    let leads_right = days.iter().filter(|d| d.lead_right).count();
+    let _ = writeln!(
+        out,
+        "{:<28} {:>6} {:>8} {:>8} {:>9.3} {:>7.3} {:>8.3}  {}/{} right",
+        "overall",
+        total.items,
+        total.relevant,
+        total.selected,
+        total.precision(),
+        total.recall(),
+        total.layer_f1(),
+        leads_right,
+        days.len()
+    );
+    for d in days.iter().filter(|d| !d.errors.is_empty()) {
+        let _ = writeln!(out, "\n{}:", d.name);
+        for e in &d.errors {
+            let _ = writeln!(out, "  - {e}");
+        }
+    }
+    let mut failed = Vec::new();
+    if total.recall() < MIN_RECALL {
+        failed.push(format!("recall {:.3} < {MIN_RECALL}", total.recall()));
+    }
+    if total.precision() < MIN_PRECISION {
+        failed.push(format!(
+            "precision {:.3} < {MIN_PRECISION}",
+            total.precision()
+        ));
+    }
+    if total.layer_f1() < MIN_LAYER_F1 {
+        failed.push(format!("layer F1 {:.3} < {MIN_LAYER_F1}", total.layer_f1()));
+    }
+    if leads_right < days.len() {
+        failed.push(format!(
+            "lead right on {leads_right} of {} days",
+            days.len()
+        ));
+    }
+    let pass = failed.is_empty();
+    if pass {
+        let _ = writeln!(
+            out,
+            "\nPASS: recall >= {MIN_RECALL}, precision >= {MIN_PRECISION}, layer F1 >= {MIN_LAYER_F1}, lead right on every day"
+        );
+    } else {
+        let _ = writeln!(out, "\nFAIL: {}", failed.join("; "));
+    }
+    (out, pass)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_denominators_count_as_perfect_and_f1_combines_both() {
+        let c = Counts::default();
+        assert_eq!((c.precision(), c.recall()), (1.0, 1.0));
+        let c = Counts {
+            layer_tp: 6,
+            layer_fp: 2,
+            layer_fn: 4,
+            ..Counts::default()
+        };
+        // p = 0.75, r = 0.6
+        assert!((c.layer_f1() - 2.0 * 0.75 * 0.6 / 1.35).abs() < 1e-9);
+    }
+}
