@@ -47,7 +47,7 @@ fn one_run(
         end: end.fixed_offset(),
     };
     let counts = digest::count_by_source(&items, config, &[]);
-    let classifier = Classifier::new(&config.layers);
+    let classifier = Classifier::new(&config.layers, &config.relevance);
     let all = digest::candidates(items, &window, config, &classifier);
     let n_events = all.len();
     let eligible = digest::eligible(all, config);

@@ -1,25 +1,68 @@
-//! Event -> compiler-stack layers, by keyword rules from the configuration. Pure.
+//! Event -> compiler-stack layers and relevance evidence, by phrase rules from the
+//! configuration. Pure.
 //!
-//! Keywords match case-insensitively on word boundaries (a keyword edge that is a letter or
+//! Phrases match case-insensitively on word boundaries (a phrase edge that is a letter or
 //! digit must not touch another ASCII letter or digit, so "ir" does not match "their" but
-//! "tl." matches "tl.atomic_add"). All keywords of all layers are searched in one pass with an
-//! Aho-Corasick automaton, so the cost is linear in the text, not in the number of keywords.
+//! "tl." matches "tl.atomic_add"; a version or plural may follow: "FlashAttention3",
+//! "H100s"). All phrases of all layers, the field phrases and the
+//! negative ones are searched in one pass with an Aho-Corasick automaton, so the cost is
+//! linear in the text, not in the number of phrases.
 //!
-//! A layer is assigned when one of its keywords is in a title, or when the text has two
-//! distinct keywords of it, or one keyword at least twice. One stray mention does not tag.
+//! Each layer phrase has a weight: strong 2, ordinary 1, weak 1/2. A layer is tagged when
+//! its points reach [`TAG_AT`]: a distinct phrase in a title gives twice its weight, in the
+//! text its weight, and each further mention in the text (at most two) half its weight; the
+//! text's part is scaled by the length factor below. So
+//! one strong term, one ordinary term in a title, or two ordinary terms in the text tag a
+//! layer; one stray mention does not.
+//!
+//! Relevance evidence sums the weights of every distinct positive phrase (layer or field):
+//! twice in a title, once in the text scaled by the length factor min(1, sqrt(250 / words)),
+//! so a long text does not collect evidence just by being long; each distinct neighbouring
+//! field phrase takes [`NEGATIVE_WEIGHT`] away (twice in a title, scaled in the text). Names
+//! of the field's own systems (`stack`) are collected for the impact of papers; in the title
+//! of a release they are evidence ([`STACK_RELEASE_WEIGHT`]): a JAX release is on topic. Relevance is evidence
+//! 1 - exp(-evidence / [`EVIDENCE_SCALE`]), 0 when the evidence is not positive.
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 
-use crate::config::LayerConfig;
+use crate::config::{LayerConfig, RelevanceConfig};
 use crate::model::Event;
 
 /// Only the start of long texts is read: what an item is about is said early.
 const MAX_CLASSIFIED_BYTES: usize = 12_000;
+pub const STRONG_WEIGHT: f64 = 2.0;
+pub const WEIGHT: f64 = 1.0;
+pub const WEAK_WEIGHT: f64 = 0.5;
+pub const FIELD_WEIGHT: f64 = 1.0;
+pub const NEGATIVE_WEIGHT: f64 = 2.0;
+/// A stack name in the title of a release.
+pub const STACK_RELEASE_WEIGHT: f64 = 2.0;
+/// Points at which a layer is tagged.
+pub const TAG_AT: f64 = 2.0;
+/// Relevance is 1 - exp(-evidence / EVIDENCE_SCALE): 0.57 at 5, 0.81 at 10, 0.96 at 20. It
+/// keeps growing with evidence instead of stopping at a cap, so the richer of two relevant
+/// events stays ahead.
+pub const EVIDENCE_SCALE: f64 = 6.0;
+/// Texts up to this many words count in full; longer ones by sqrt(REFERENCE_WORDS / words).
+pub const REFERENCE_WORDS: f64 = 250.0;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Group {
+    Layer(usize),
+    Field,
+    Negative,
+    Stack,
+}
+
+struct Pattern {
+    group: Group,
+    phrase: String,
+    weight: f64,
+}
 
 pub struct Classifier {
     automaton: AhoCorasick,
-    /// Pattern index -> (layer index, keyword).
-    patterns: Vec<(usize, String)>,
+    patterns: Vec<Pattern>,
     layer_names: Vec<String>,
 }
 
@@ -28,34 +71,66 @@ pub struct Classifier {
 pub struct Classification {
     /// Assigned layers, in configuration order.
     pub layers: Vec<String>,
-    /// Distinct keywords matched anywhere, sorted.
+    /// Distinct positive phrases (layer or field) matched anywhere, sorted.
     pub keywords: Vec<String>,
-    /// Distinct keywords matched in a title.
+    /// Distinct positive phrases matched in a title, sorted.
     pub title_keywords: Vec<String>,
+    /// Distinct neighbouring-field phrases matched, sorted.
+    pub negatives: Vec<String>,
+    /// Distinct names of the field's own systems matched (`[relevance] stack`), sorted.
+    pub stack: Vec<String>,
+    /// Points per layer that has any, in configuration order (tagged at TAG_AT).
+    pub layer_points: Vec<(String, f64)>,
+    pub relevance: Relevance,
 }
 
-#[derive(Default, Clone)]
-struct LayerHits {
+/// The relevance evidence of an event and how it was reached.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Relevance {
+    /// In [0, 1]: 1 - exp(-evidence / EVIDENCE_SCALE).
+    pub value: f64,
+    pub evidence: f64,
+    pub title_points: f64,
+    /// Text points after the length factor.
+    pub text_points: f64,
+    pub negative_points: f64,
+    pub length_factor: f64,
+    pub words: usize,
+}
+
+#[derive(Default, Clone, Copy)]
+struct Hits {
     in_title: bool,
-    distinct: Vec<usize>,
-    occurrences: usize,
+    in_text: usize,
 }
 
 impl Classifier {
-    pub fn new(layers: &[LayerConfig]) -> Classifier {
+    pub fn new(layers: &[LayerConfig], relevance: &RelevanceConfig) -> Classifier {
         let mut patterns = Vec::new();
-        for (li, layer) in layers.iter().enumerate() {
-            for k in &layer.keywords {
-                patterns.push((li, k.to_lowercase()));
+        let mut add = |group: Group, phrases: &[String], weight: f64| {
+            for p in phrases {
+                patterns.push(Pattern {
+                    group,
+                    phrase: p.to_lowercase(),
+                    weight,
+                });
             }
+        };
+        for (li, layer) in layers.iter().enumerate() {
+            add(Group::Layer(li), &layer.strong, STRONG_WEIGHT);
+            add(Group::Layer(li), &layer.keywords, WEIGHT);
+            add(Group::Layer(li), &layer.weak, WEAK_WEIGHT);
         }
+        add(Group::Field, &relevance.field, FIELD_WEIGHT);
+        add(Group::Negative, &relevance.negative, NEGATIVE_WEIGHT);
+        add(Group::Stack, &relevance.stack, 0.0);
         let automaton = AhoCorasickBuilder::new()
             .ascii_case_insensitive(true)
             .match_kind(MatchKind::Standard)
-            // A full DFA: a few hundred KB for the keyword set, several times faster to scan.
+            // A full DFA: a few hundred KB for the phrase set, several times faster to scan.
             .kind(Some(AhoCorasickKind::DFA))
-            .build(patterns.iter().map(|(_, k)| k.as_str()))
-            .expect("keyword automaton builds");
+            .build(patterns.iter().map(|p| p.phrase.as_str()))
+            .expect("phrase automaton builds");
         Classifier {
             automaton,
             patterns,
@@ -64,67 +139,127 @@ impl Classifier {
     }
 
     pub fn classify(&self, event: &Event) -> Classification {
-        let mut hits = vec![LayerHits::default(); self.layer_names.len()];
-        let mut keywords: Vec<usize> = Vec::new();
-        let mut title_keywords: Vec<usize> = Vec::new();
+        let mut hits = vec![Hits::default(); self.patterns.len()];
+        let mut words = 0;
         for item in &event.items {
-            self.scan(&item.title, |pattern| {
-                let layer = &mut hits[self.patterns[pattern].0];
-                layer.in_title = true;
-                layer.distinct.push(pattern);
-                layer.occurrences += 1;
-                title_keywords.push(pattern);
-                keywords.push(pattern);
-            });
+            self.scan(&item.title, |p| hits[p].in_title = true);
             let text = bounded(&item.text, MAX_CLASSIFIED_BYTES);
-            self.scan(text, |pattern| {
-                let layer = &mut hits[self.patterns[pattern].0];
-                layer.distinct.push(pattern);
-                layer.occurrences += 1;
-                keywords.push(pattern);
-            });
+            words += text.split_whitespace().count();
+            self.scan(text, |p| hits[p].in_text += 1);
         }
-        let layers = hits
-            .iter_mut()
+        let release = event.primary().release.is_some();
+        let length_factor = (REFERENCE_WORDS / words.max(1) as f64).sqrt().min(1.0);
+
+        let mut layer_points = vec![0.0; self.layer_names.len()];
+        let mut relevance = Relevance {
+            length_factor,
+            words,
+            ..Relevance::default()
+        };
+        let (mut keywords, mut title_keywords) = (Vec::new(), Vec::new());
+        let (mut negatives, mut stack) = (Vec::new(), Vec::new());
+        for (pattern, h) in self.patterns.iter().zip(&hits) {
+            if !h.in_title && h.in_text == 0 {
+                continue;
+            }
+            let w = pattern.weight;
+            let title = if h.in_title { 2.0 * w } else { 0.0 };
+            let text = if h.in_text > 0 { w } else { 0.0 };
+            match pattern.group {
+                // A release of one of the field's own systems ("JAX v0.4.33") is about the
+                // field whatever its notes say; elsewhere the names are only collected
+                // (every ML paper says "implemented in PyTorch").
+                Group::Stack if h.in_title && release => {
+                    stack.push(pattern.phrase.clone());
+                    relevance.title_points += 2.0 * STACK_RELEASE_WEIGHT;
+                    title_keywords.push(pattern.phrase.clone());
+                    keywords.push(pattern.phrase.clone());
+                    continue;
+                }
+                Group::Stack => {
+                    stack.push(pattern.phrase.clone());
+                    continue;
+                }
+                Group::Negative => {
+                    relevance.negative_points += title + text * length_factor;
+                    negatives.push(pattern.phrase.clone());
+                    continue;
+                }
+                Group::Layer(li) => {
+                    // A long text mentions every layer somewhere; what it is about, it
+                    // says often or in its title.
+                    let repeats = h.in_text.saturating_sub(1).min(2) as f64;
+                    layer_points[li] += title + (text + 0.5 * w * repeats) * length_factor;
+                }
+                Group::Field => {}
+            }
+            relevance.title_points += title;
+            relevance.text_points += text * length_factor;
+            keywords.push(pattern.phrase.clone());
+            if h.in_title {
+                title_keywords.push(pattern.phrase.clone());
+            }
+        }
+        relevance.evidence =
+            relevance.title_points + relevance.text_points - relevance.negative_points;
+        relevance.value =
+            (1.0 - (-relevance.evidence.max(0.0) / EVIDENCE_SCALE).exp()).clamp(0.0, 1.0);
+        let layers = layer_points
+            .iter()
             .zip(&self.layer_names)
-            .filter_map(|(h, name)| {
-                h.distinct.sort_unstable();
-                h.distinct.dedup();
-                (h.in_title || h.distinct.len() >= 2 || h.occurrences >= 2).then(|| name.clone())
-            })
+            .filter(|(points, _)| **points >= TAG_AT - 1e-9)
+            .map(|(_, name)| name.clone())
+            .collect();
+        let layer_points = layer_points
+            .iter()
+            .zip(&self.layer_names)
+            .filter(|(points, _)| **points > 0.0)
+            .map(|(points, name)| (name.clone(), (points * 100.0).round() / 100.0))
             .collect();
         Classification {
             layers,
-            keywords: self.distinct_words(keywords),
-            title_keywords: self.distinct_words(title_keywords),
+            layer_points,
+            keywords: sorted_distinct(keywords),
+            title_keywords: sorted_distinct(title_keywords),
+            negatives: sorted_distinct(negatives),
+            stack: sorted_distinct(stack),
+            relevance,
         }
-    }
-
-    fn distinct_words(&self, patterns: Vec<usize>) -> Vec<String> {
-        let mut words: Vec<String> = patterns
-            .into_iter()
-            .map(|p| self.patterns[p].1.clone())
-            .collect();
-        words.sort();
-        words.dedup();
-        words
     }
 
     fn scan(&self, text: &str, mut on_match: impl FnMut(usize)) {
         let bytes = text.as_bytes();
         for m in self.automaton.find_overlapping_iter(text) {
-            let keyword = self.patterns[m.pattern().as_usize()].1.as_bytes();
-            let starts_alnum = keyword.first().is_some_and(u8::is_ascii_alphanumeric);
-            let ends_alnum = keyword.last().is_some_and(u8::is_ascii_alphanumeric);
+            let phrase = self.patterns[m.pattern().as_usize()].phrase.as_bytes();
+            let starts_alnum = phrase.first().is_some_and(u8::is_ascii_alphanumeric);
+            let ends_alnum = phrase.last().is_some_and(u8::is_ascii_alphanumeric);
             let before_ok =
                 !starts_alnum || m.start() == 0 || !bytes[m.start() - 1].is_ascii_alphanumeric();
-            let after_ok =
-                !ends_alnum || m.end() == bytes.len() || !bytes[m.end()].is_ascii_alphanumeric();
+            // A version or plural may follow: "FlashAttention3", "CUDA12", "H100s".
+            let after_ok = !ends_alnum
+                || match bytes.get(m.end()..).unwrap_or_default() {
+                    [] => true,
+                    [next, rest @ ..] => {
+                        !next.is_ascii_alphanumeric()
+                            || (next.is_ascii_digit()
+                                && phrase.last().is_some_and(u8::is_ascii_alphabetic))
+                            || (*next == b's'
+                                && phrase.last().is_some_and(u8::is_ascii_digit)
+                                && !rest.first().is_some_and(u8::is_ascii_alphanumeric))
+                    }
+                };
             if before_ok && after_ok {
                 on_match(m.pattern().as_usize());
             }
         }
     }
+}
+
+/// One phrase may be listed under two layers; it is reported once.
+fn sorted_distinct(mut words: Vec<String>) -> Vec<String> {
+    words.sort();
+    words.dedup();
+    words
 }
 
 fn bounded(text: &str, max_bytes: usize) -> &str {
@@ -141,6 +276,7 @@ fn bounded(text: &str, max_bytes: usize) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::RelevanceConfig;
     use crate::model::{Item, ItemKind};
     use chrono::Utc;
 
@@ -162,16 +298,29 @@ mod tests {
         }
     }
 
+    fn words(w: &[&str]) -> Vec<String> {
+        w.iter().map(|s| s.to_string()).collect()
+    }
+
     fn classifier() -> Classifier {
-        let layer = |name: &str, kw: &[&str]| LayerConfig {
+        let layer = |name: &str, kw: &[&str], strong: &[&str], weak: &[&str]| LayerConfig {
             name: name.into(),
-            keywords: kw.iter().map(|s| s.to_string()).collect(),
+            keywords: words(kw),
+            strong: words(strong),
+            weak: words(weak),
         };
-        Classifier::new(&[
-            layer("frontend", &["tl.", "dsl"]),
-            layer("optimization", &["ir", "fusion"]),
-            layer("runtime", &["runtime", "cuda graphs"]),
-        ])
+        Classifier::new(
+            &[
+                layer("frontend", &["tl.", "dsl"], &[], &[]),
+                layer("optimization", &["ir", "fusion"], &["mlir"], &["layout"]),
+                layer("runtime", &["runtime"], &["cuda graphs"], &["latency"]),
+            ],
+            &RelevanceConfig {
+                field: words(&["ml systems"]),
+                negative: words(&["robot"]),
+                stack: words(&["vllm"]),
+            },
+        )
     }
 
     #[test]
@@ -191,5 +340,54 @@ mod tests {
             "Uses tl.atomic_add in a DSL; CUDA Graphs cut runtime.",
         ));
         assert_eq!(c.layers, vec!["frontend", "runtime"]);
+    }
+
+    #[test]
+    fn a_version_or_plural_may_follow_a_phrase() {
+        let c = classifier().classify(&event("x", "MLIR2 and runtimes, fusion"));
+        assert_eq!(
+            c.keywords,
+            vec!["fusion", "mlir"],
+            "not runtime+s after a letter"
+        );
+    }
+
+    #[test]
+    fn weights_decide_tagging_strong_tags_alone_weak_needs_company() {
+        let c = classifier().classify(&event("x", "Lowered through MLIR."));
+        assert_eq!(c.layers, vec!["optimization"], "one strong term tags");
+        let c = classifier().classify(&event("Lower latency", "latency latency latency"));
+        assert!(
+            c.layers.is_empty(),
+            "a weak word, even repeated and in the title"
+        );
+        let c = classifier().classify(&event("x", "fusion, then fusion, then fusion again"));
+        assert_eq!(
+            c.layers,
+            vec!["optimization"],
+            "an ordinary term said three times"
+        );
+        let c = classifier().classify(&event("x", "fusion and fusion"));
+        assert!(
+            c.layers.is_empty(),
+            "an ordinary term said twice is not enough"
+        );
+    }
+
+    #[test]
+    fn relevance_counts_titles_double_long_texts_less_and_neighbours_against() {
+        let short = classifier().classify(&event("MLIR fusion", "An ML systems paper."));
+        let r = &short.relevance;
+        assert_eq!((r.title_points, r.text_points), (6.0, 1.0));
+        assert!((r.value - (1.0 - (-7.0f64 / EVIDENCE_SCALE).exp())).abs() < 1e-12);
+        let long_text = format!("MLIR fusion. {}", "word ".repeat(998));
+        let long = classifier().classify(&event("x", &long_text));
+        // 1000 words: the text counts by sqrt(250 / 1000) = 0.5.
+        assert_eq!(long.relevance.length_factor, 0.5);
+        assert_eq!(long.relevance.text_points, 1.5);
+        let robot = classifier().classify(&event("Robot arms", "MLIR fusion."));
+        assert_eq!(robot.negatives, vec!["robot"]);
+        assert_eq!(robot.relevance.evidence, 3.0 - 4.0);
+        assert_eq!(robot.relevance.value, 0.0);
     }
 }

@@ -250,7 +250,7 @@ pub fn evaluate(day: &Day) -> anyhow::Result<DayReport> {
         anyhow::bail!("{}/labels.toml: {}", day.name, problems.join("; "));
     }
 
-    let classifier = Classifier::new(&day.config.layers);
+    let classifier = Classifier::new(&day.config.layers, &day.config.relevance);
     let all = digest::candidates(items, &window, &day.config, &classifier);
     let by_link: HashMap<String, &Candidate> = all
         .iter()
@@ -276,10 +276,18 @@ pub fn evaluate(day: &Day) -> anyhow::Result<DayReport> {
     };
     let mut errors = Vec::new();
     let describe = |c: &Candidate| {
+        let points: Vec<String> = c
+            .classification
+            .layer_points
+            .iter()
+            .map(|(l, p)| format!("{l} {p}"))
+            .collect();
         format!(
-            "score {}, layers [{}]",
+            "score {}, layers [{}], points [{}], evidence {:.1}",
             c.assessment.score,
-            c.classification.layers.join(", ")
+            c.classification.layers.join(", "),
+            points.join(", "),
+            c.classification.relevance.evidence
         )
     };
     for link in &selected {

@@ -213,10 +213,11 @@ fn to_item(entry: feed_rs::model::Entry, source: &SourceConfig, fetched_at: Date
     } else {
         title
     };
-    // Only release sources have versions worth scoring: a "3.0" in a blog title ("Vision
-    // 3.0 for warehouses") is not a release, and a vendor post announcing one is scored as a
-    // post, on what it reports.
-    let release = (kind == ItemKind::Release).then(|| release_level(&link, &title));
+    // Release sources have versions worth scoring, and so does a post whose title says it
+    // announces a release ("PyTorch 2.5 Release Blog"); a bare "3.0" in a blog title
+    // ("Vision 3.0 for warehouses") is not a release.
+    let release = (kind == ItemKind::Release || announces_release(&title))
+        .then(|| release_level(&link, &title));
     let mut cited_arxiv: Vec<String> = links.iter().filter_map(|l| arxiv_id(l)).collect();
     cited_arxiv.sort();
     cited_arxiv.dedup();
@@ -299,6 +300,16 @@ pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// A title that names a version and says "release" / "released" ("PyTorch 2.5 Release
+/// Blog", "Triton 3.2 is released").
+fn announces_release(title: &str) -> bool {
+    let lower = title.to_ascii_lowercase();
+    VERSION.is_match(&lower)
+        && lower
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .any(|w| matches!(w, "release" | "released" | "releases"))
+}
+
 /// "v3.6.0", "3.6.0-rc1": a title that names nothing but a version.
 fn is_bare_version(title: &str) -> bool {
     VERSION
@@ -326,14 +337,20 @@ pub fn release_level(url: &str, title: &str) -> ReleaseLevel {
     if caps.get(4).is_some() {
         return ReleaseLevel::PreRelease;
     }
+    let major: u64 = caps[1].parse().unwrap_or(0);
     let minor: u64 = caps[2].parse().unwrap_or(0);
     let patch: u64 = caps
         .get(3)
         .and_then(|m| m.as_str().parse().ok())
         .unwrap_or(0);
-    match (minor, patch) {
-        (0, 0) => ReleaseLevel::Major,
-        (_, 0) => ReleaseLevel::Minor,
+    // Semver: below 1.0 every place moves up one (0.y is breaking, 0.y.z adds features, as
+    // Cargo reads it), so JAX 0.4.35 is a feature release, not a patch.
+    match (major, minor, patch) {
+        (0, 0, _) => ReleaseLevel::Patch,
+        (0, _, 0) => ReleaseLevel::Major,
+        (0, _, _) => ReleaseLevel::Minor,
+        (_, 0, 0) => ReleaseLevel::Major,
+        (_, _, 0) => ReleaseLevel::Minor,
         _ => ReleaseLevel::Patch,
     }
 }
@@ -375,6 +392,20 @@ mod tests {
             ReleaseLevel::Nightly
         );
         assert_eq!(release_level("", "CUDA 13.0 released"), ReleaseLevel::Major);
+        // Below 1.0 each place moves up one.
+        assert_eq!(
+            release_level(&url("jax-v0.5.0"), "JAX v0.5.0"),
+            ReleaseLevel::Major
+        );
+        assert_eq!(
+            release_level(&url("jax-v0.4.35"), "JAX v0.4.35"),
+            ReleaseLevel::Minor
+        );
+        assert_eq!(release_level(&url("v0.0.7"), "v0.0.7"), ReleaseLevel::Patch);
+        assert!(announces_release("PyTorch 2.5 Release Blog"));
+        assert!(!announces_release(
+            "Vision 3.0 for warehouse robots is now available"
+        ));
     }
 
     #[test]

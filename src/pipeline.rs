@@ -143,7 +143,7 @@ pub async fn build_digest(
     let names: Vec<String> = config.sources.iter().map(|s| s.name.clone()).collect();
     let items = store.items_in_window(&names, &window).await?;
     let source_counts = digest::count_by_source(&items, config, &failed);
-    let classifier = Classifier::new(&config.layers);
+    let classifier = Classifier::new(&config.layers, &config.relevance);
     let candidates = digest::eligible(
         digest::candidates(items, &window, config, &classifier),
         config,

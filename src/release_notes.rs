@@ -20,6 +20,9 @@ pub struct ReleaseNotes {
     pub behaviour: Vec<String>,
     pub deprecations: Vec<String>,
     pub performance: Vec<String>,
+    /// Sentences anywhere that fix wrong results: data corruption, miscompilation,
+    /// incorrect output, a security hole. Users must upgrade, so the release matters more.
+    pub correctness: Vec<String>,
 }
 
 impl ReleaseNotes {
@@ -57,6 +60,13 @@ enum Section {
     Other,
 }
 
+static CORRECTNESS: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?i)\b(data corruption|corrupt(?:s|ed|ing)? (?:data|results|memory)|miscompil\w*|(?:incorrect|wrong|inaccurate) (?:results?|outputs?|answers?|values?|code)|silently (?:wrong|incorrect)|security (?:fix|issue|vulnerability)|cve-\d{4}-\d+)",
+    )
+    .expect("valid regex")
+});
+
 static CHANGED_DEFAULT: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
         r"(?i)\b(by default|defaults? to|no longer defaults?|the default is now|default (?:has )?changed|is now an? (?:upper|lower) bound|now (?:requires?|mandatory|opt-in|opt-out)|no longer (?:supported|accepts?|allowed|available))\b",
@@ -79,6 +89,11 @@ pub fn read(text: &str) -> ReleaseNotes {
         if is_closing(line) {
             section = Section::Other;
             continue;
+        }
+        for sentence in sentences(line) {
+            if CORRECTNESS.is_match(sentence) {
+                notes.correctness.push(sentence.to_string());
+            }
         }
         match section {
             Section::Breaking => notes.breaking.push(line.to_string()),

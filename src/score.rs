@@ -4,18 +4,22 @@
 //! (config `[score]`) summing to 100:
 //!
 //! - source: the highest configured weight among the event's sources.
-//! - relevance: k / 10 capped at 1, where k = distinct layer keywords matched + distinct
-//!   keywords matched in a title (title words count twice). No keyword, no relevance.
+//! - relevance: the classifier's evidence (weighted layer and field phrases, titles double,
+//!   long texts scaled down, neighbouring fields subtracted; see `classify`) as
+//!   1 - exp(-evidence / 6).
 //! - impact: releases (from release sources only) by level (major 1.0, minor 0.75, patch 0.35, pre-release 0.3,
-//!   nightly 0.1) plus 0.05 per quantified result (max +0.2); papers and posts 0.3 plus 0.15
-//!   per quantified result, counting at most three. A quantified result is a number with a
+//!   nightly 0.1, below 1.0 each semver place moves up one) plus 0.2 when the notes have
+//!   changes to act on (breaking, behaviour, correctness fixes) plus 0.05 per quantified
+//!   result (max +0.2); papers 0.5, plus 0.2 when built on or measured against the field's
+//!   systems (`[relevance] stack`), 0.1 when their code is out, 0.05 per quantified result
+//!   (at most three); posts 0.3 plus 0.15 per quantified result, counting at most three. A quantified result is a number with a
 //!   unit of effect: "40x", "1.9×", "0.2%", "120 TFLOPS".
 //! - corroboration: distinct sources; one 0, two 0.7, three or more 1.
 //! - freshness: 0.5 at the start of the window rising to 1 at its end (newest item).
 
 use crate::classify::Classification;
 use crate::config::Config;
-use crate::model::{Event, ReleaseLevel, Score, ScoreComponent, Window};
+use crate::model::{Event, ItemKind, ReleaseLevel, Score, ScoreComponent, Window};
 
 /// The score of one event and what went into it.
 #[derive(Debug, Clone, PartialEq)]
@@ -25,6 +29,30 @@ pub struct Assessment {
     /// Quantified results found in the event's text, in order of appearance, distinct.
     pub quantified: Vec<String>,
     pub release: Option<ReleaseLevel>,
+}
+
+const ACT_ON_BONUS: f64 = 0.2;
+const PAPER_BASE: f64 = 0.5;
+const STACK_BONUS: f64 = 0.2;
+const CODE_BONUS: f64 = 0.1;
+
+/// Whether a paper says its code is out.
+fn releases_code(text: &str) -> bool {
+    let lower = text.to_lowercase();
+    [
+        "code is available",
+        "code is publicly available",
+        "code are available",
+        "code is open-source",
+        "open-sourced",
+        "github.com/",
+        "source code is",
+        "our code",
+        "we release",
+        "we open-source",
+    ]
+    .iter()
+    .any(|p| lower.contains(p))
 }
 
 /// Units that make a number a quantified result, lower-case; a unit that ends in a letter
@@ -120,8 +148,9 @@ pub fn assess(
             |best, cur| if cur.0 > best.0 { cur } else { best },
         );
 
-    let k = classification.keywords.len() + classification.title_keywords.len();
-    let relevance = (k as f64 / 10.0).min(1.0);
+    let r = &classification.relevance;
+    let relevance = r.value;
+    let relevance_reason = relevance_reason(classification);
 
     let counted = quantified.len().min(3) as f64;
     let (impact, impact_reason) = match release {
@@ -133,19 +162,65 @@ pub fn assess(
                 ReleaseLevel::PreRelease => 0.3,
                 ReleaseLevel::Nightly => 0.1,
             };
-            let value = (base + (0.05 * quantified.len() as f64).min(0.2)).min(1.0);
+            // Breaking and behaviour changes, and fixes for wrong results, are what users
+            // must act on: such a release matters more than its number says.
+            let notes = crate::release_notes::read(&primary.text);
+            let act_on = notes.changes_to_act_on().len() + notes.correctness.len();
+            let act_bonus = if act_on > 0 { ACT_ON_BONUS } else { 0.0 };
+            let value = (base + act_bonus + (0.05 * quantified.len() as f64).min(0.2)).min(1.0);
             (
                 value,
                 format!(
-                    "{} release; quantified results: {}",
+                    "{} release; changes to act on: {}; quantified results: {}",
                     level.as_str(),
+                    if act_on > 0 {
+                        format!(
+                            "{} breaking/behaviour, {} correctness fixes (+{ACT_ON_BONUS})",
+                            notes.changes_to_act_on().len(),
+                            notes.correctness.len()
+                        )
+                    } else {
+                        "none".to_string()
+                    },
+                    list_or_none(&quantified)
+                ),
+            )
+        }
+        // A paper is judged on what it contributes: built on or measured against the
+        // field's own systems, with its code out; figures add a little, their absence
+        // does not make it minor.
+        None if primary.kind == ItemKind::Paper => {
+            let stack = !classification.stack.is_empty();
+            let code = releases_code(&primary.text);
+            let value = PAPER_BASE
+                + 0.05 * counted
+                + if stack { STACK_BONUS } else { 0.0 }
+                + if code { CODE_BONUS } else { 0.0 };
+            (
+                value.min(1.0),
+                format!(
+                    "paper (base {PAPER_BASE}); the field's systems: {}{}; code released: {}; quantified results: {}",
+                    list_or_none(&classification.stack),
+                    if stack {
+                        format!(" (+{STACK_BONUS})")
+                    } else {
+                        String::new()
+                    },
+                    if code {
+                        format!("yes (+{CODE_BONUS})")
+                    } else {
+                        "no".into()
+                    },
                     list_or_none(&quantified)
                 ),
             )
         }
         None => (
             0.3 + 0.15 * counted,
-            format!("quantified results: {}", list_or_none(&quantified)),
+            format!(
+                "post (base 0.3); quantified results: {}",
+                list_or_none(&quantified)
+            ),
         ),
     };
 
@@ -173,15 +248,7 @@ pub fn assess(
             w.source,
             format!("highest source weight {source_weight:.2} ({source_name})"),
         ),
-        (
-            "relevance",
-            relevance,
-            w.relevance,
-            format!(
-                "{k} keyword hits (title hits count twice): {}",
-                list_or_none(&classification.keywords)
-            ),
-        ),
+        ("relevance", relevance, w.relevance, relevance_reason),
         ("impact", impact, w.impact, impact_reason),
         (
             "corroboration",
@@ -216,6 +283,31 @@ pub fn assess(
         quantified,
         release,
     }
+}
+
+/// "evidence 7.3 of 10 = title 4.0 (mlir, fusion) + text 4.3 (3 phrases, ×0.71 for 500
+/// words) − neighbouring fields 0.0"
+fn relevance_reason(c: &Classification) -> String {
+    let r = &c.relevance;
+    let body = c.keywords.len();
+    let mut out = format!(
+        "evidence {:.1} (relevance 1 - e^(-evidence/{})) = title {:.1} ({}) + text {:.1} ({body} phrases: {}",
+        r.evidence,
+        crate::classify::EVIDENCE_SCALE,
+        r.title_points,
+        list_or_none(&c.title_keywords),
+        r.text_points,
+        list_or_none(&c.keywords),
+    );
+    if r.length_factor < 1.0 {
+        out.push_str(&format!("; ×{:.2} for {} words", r.length_factor, r.words));
+    }
+    out.push_str(&format!(
+        ") − neighbouring fields {:.1} ({})",
+        r.negative_points,
+        list_or_none(&c.negatives)
+    ));
+    out
 }
 
 fn round(x: f64, decimals: i32) -> f64 {

@@ -358,7 +358,7 @@ async fn explain(
     let window = digest::window_for(date, config);
     let names: Vec<String> = config.sources.iter().map(|s| s.name.clone()).collect();
     let items = store.items_in_window(&names, &window).await?;
-    let classifier = Classifier::new(&config.layers);
+    let classifier = Classifier::new(&config.layers, &config.relevance);
     let all = digest::candidates(items, &window, config, &classifier);
     let hit = all
         .iter()

@@ -109,6 +109,7 @@ pub struct Config {
     pub sources: Vec<SourceConfig>,
     /// Layer name -> keywords, in configuration order.
     pub layers: Vec<LayerConfig>,
+    pub relevance: RelevanceConfig,
     pub score: ScoreWeights,
     pub summarize: SummarizeConfig,
     pub fetch: FetchConfig,
@@ -302,7 +303,23 @@ impl fmt::Display for SourceLocation {
 #[derive(Debug, Clone, PartialEq)]
 pub struct LayerConfig {
     pub name: String,
+    /// Ordinary evidence for the layer (weight 1).
     pub keywords: Vec<String>,
+    /// Unambiguous terms of the layer: one mention tags it (weight 2).
+    pub strong: Vec<String>,
+    /// Words that mean the layer only in company ("latency", "layout"): weight 1/2.
+    pub weak: Vec<String>,
+}
+
+/// Phrases that are not one layer's: evidence that an item is about this field at all, and
+/// neighbouring fields whose items mention GPUs or kernels without being about them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RelevanceConfig {
+    pub field: Vec<String>,
+    pub negative: Vec<String>,
+    /// The systems this field's engineers use (vLLM, FlashAttention, cuBLAS, ...): a paper
+    /// that builds on or measures against them lands in the readers' own stack.
+    pub stack: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -379,6 +396,7 @@ const TOP_LEVEL_KEYS: &[&str] = &[
     "digest",
     "sources",
     "layers",
+    "relevance",
     "score",
     "summarize",
     "fetch",
@@ -431,6 +449,7 @@ impl Config {
         }
         let digest: RawDigest = section(&table, "digest", &mut problems);
         let score: RawScore = section(&table, "score", &mut problems);
+        let relevance: RawRelevance = section(&table, "relevance", &mut problems);
         let summarize: RawSummarize = section(&table, "summarize", &mut problems);
         let fetch: RawFetch = section(&table, "fetch", &mut problems);
         let storage: RawStorage = section(&table, "storage", &mut problems);
@@ -456,6 +475,7 @@ impl Config {
             digest,
             sources: validate_sources(sources, &mut problems),
             layers: validate_layers(layers, &mut problems),
+            relevance: validate_relevance(relevance),
             score: validate_score(score, &mut problems),
             summarize: validate_summarize(summarize, &mut problems),
             fetch: validate_fetch(fetch, &mut problems),

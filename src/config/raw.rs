@@ -55,7 +55,42 @@ fn one() -> f64 {
 #[serde(deny_unknown_fields)]
 pub struct RawLayer {
     pub keywords: Vec<String>,
+    #[serde(default)]
+    pub strong: Vec<String>,
+    #[serde(default)]
+    pub weak: Vec<String>,
 }
+
+/// `[relevance]`: phrases about the field as a whole and about its neighbours. A missing
+/// list keeps the built-in one (src/default_relevance.toml).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawRelevance {
+    pub field: Vec<String>,
+    pub negative: Vec<String>,
+    pub stack: Vec<String>,
+}
+
+impl Default for RawRelevance {
+    fn default() -> Self {
+        // Not `toml::from_str::<RawRelevance>`: its serde default would call this again.
+        #[derive(Deserialize)]
+        struct Builtin {
+            field: Vec<String>,
+            negative: Vec<String>,
+            stack: Vec<String>,
+        }
+        let b: Builtin =
+            toml::from_str(DEFAULT_RELEVANCE_TOML).expect("built-in relevance phrases parse");
+        RawRelevance {
+            field: b.field,
+            negative: b.negative,
+            stack: b.stack,
+        }
+    }
+}
+
+const DEFAULT_RELEVANCE_TOML: &str = include_str!("../default_relevance.toml");
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]

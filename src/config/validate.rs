@@ -172,18 +172,34 @@ pub(super) fn validate_layers(
                 "layers.{name}: layer names use lower-case letters, digits and _ (e.g. kernel_codegen)"
             ));
         }
-        let keywords: Vec<String> = layer
-            .keywords
-            .iter()
-            .map(|k| k.trim().to_lowercase())
-            .filter(|k| !k.is_empty())
-            .collect();
+        let keywords = phrases(&layer.keywords);
         if keywords.is_empty() {
             problems.push(format!("layers.{name}.keywords: give at least one keyword"));
         }
-        out.push(LayerConfig { name, keywords });
+        out.push(LayerConfig {
+            name,
+            keywords,
+            strong: phrases(&layer.strong),
+            weak: phrases(&layer.weak),
+        });
     }
     out
+}
+
+/// Trimmed, lower-case, non-empty: what the keyword matcher expects.
+fn phrases(raw: &[String]) -> Vec<String> {
+    raw.iter()
+        .map(|k| k.trim().to_lowercase())
+        .filter(|k| !k.is_empty())
+        .collect()
+}
+
+pub(super) fn validate_relevance(raw: RawRelevance) -> RelevanceConfig {
+    RelevanceConfig {
+        field: phrases(&raw.field),
+        negative: phrases(&raw.negative),
+        stack: phrases(&raw.stack),
+    }
 }
 
 pub(super) fn validate_score(raw: RawScore, problems: &mut Vec<String>) -> ScoreWeights {
