@@ -11,7 +11,8 @@
 //! Each layer phrase has a weight: strong 2, ordinary 1, weak 1/2. A layer is tagged when
 //! its points reach [`TAG_AT`]: a distinct phrase in a title gives twice its weight, in the
 //! text its weight, and each further mention in the text (at most two) half its weight; the
-//! text's part is scaled by the length factor below. So
+//! text's part is scaled by the length factor below. Weak words never tag a layer alone and
+//! their repeats do not count. So
 //! one strong term, one ordinary term in a title, or two ordinary terms in the text tag a
 //! layer; one stray mention does not.
 //!
@@ -151,6 +152,7 @@ impl Classifier {
         let length_factor = (REFERENCE_WORDS / words.max(1) as f64).sqrt().min(1.0);
 
         let mut layer_points = vec![0.0; self.layer_names.len()];
+        let mut anchored = vec![false; self.layer_names.len()];
         let mut relevance = Relevance {
             length_factor,
             words,
@@ -187,9 +189,16 @@ impl Classifier {
                 }
                 Group::Layer(li) => {
                     // A long text mentions every layer somewhere; what it is about, it
-                    // says often or in its title.
-                    let repeats = h.in_text.saturating_sub(1).min(2) as f64;
+                    // says often or in its title. Weak words only add to a layer that an
+                    // ordinary or strong term has anchored, and their repeats do not count.
+                    let weak = w < WEIGHT;
+                    let repeats = if weak {
+                        0.0
+                    } else {
+                        h.in_text.saturating_sub(1).min(2) as f64
+                    };
                     layer_points[li] += title + (text + 0.5 * w * repeats) * length_factor;
+                    anchored[li] |= !weak;
                 }
                 Group::Field => {}
             }
@@ -206,8 +215,9 @@ impl Classifier {
             (1.0 - (-relevance.evidence.max(0.0) / EVIDENCE_SCALE).exp()).clamp(0.0, 1.0);
         let layers = layer_points
             .iter()
+            .zip(&anchored)
             .zip(&self.layer_names)
-            .filter(|(points, _)| **points >= TAG_AT - 1e-9)
+            .filter(|((points, anchored), _)| **anchored && **points >= TAG_AT - 1e-9)
             .map(|(_, name)| name.clone())
             .collect();
         let layer_points = layer_points
@@ -313,7 +323,12 @@ mod tests {
             &[
                 layer("frontend", &["tl.", "dsl"], &[], &[]),
                 layer("optimization", &["ir", "fusion"], &["mlir"], &["layout"]),
-                layer("runtime", &["runtime"], &["cuda graphs"], &["latency"]),
+                layer(
+                    "runtime",
+                    &["runtime"],
+                    &["cuda graphs"],
+                    &["latency", "scheduler"],
+                ),
             ],
             &RelevanceConfig {
                 field: words(&["ml systems"]),
@@ -360,6 +375,17 @@ mod tests {
         assert!(
             c.layers.is_empty(),
             "a weak word, even repeated and in the title"
+        );
+        let c = classifier().classify(&event("Scheduler latency", "scheduler latency"));
+        assert!(
+            c.layers.is_empty(),
+            "weak words alone never tag, whatever their points"
+        );
+        let c = classifier().classify(&event("Scheduler latency", "in the runtime"));
+        assert_eq!(
+            c.layers,
+            vec!["runtime"],
+            "an ordinary term anchors the weak one"
         );
         let c = classifier().classify(&event("x", "fusion, then fusion, then fusion again"));
         assert_eq!(

@@ -318,10 +318,11 @@ pub fn evaluate(day: &Day) -> anyhow::Result<DayReport> {
         counts.layer_fn += want.len() - tp;
         if want != got {
             errors.push(format!(
-                "layers of {}: labelled [{}], got [{}]",
+                "layers of {}: labelled [{}], got [{}] (phrases: {})",
                 label.title,
                 want.into_iter().collect::<Vec<_>>().join(", "),
-                got.into_iter().collect::<Vec<_>>().join(", ")
+                got.into_iter().collect::<Vec<_>>().join(", "),
+                c.classification.keywords.join(", ")
             ));
         }
     }

@@ -8,9 +8,9 @@
 //!   long texts scaled down, neighbouring fields subtracted; see `classify`) as
 //!   1 - exp(-evidence / 6).
 //! - impact: releases (from release sources only) by level (major 1.0, minor 0.75, patch 0.35, pre-release 0.3,
-//!   nightly 0.1, below 1.0 each semver place moves up one) plus 0.2 when the notes have
-//!   changes to act on (breaking, behaviour, correctness fixes) plus 0.05 per quantified
-//!   result (max +0.2); papers 0.5, plus 0.2 when built on or measured against the field's
+//!   nightly 0.1, below 1.0 each semver place moves up one), then bonuses that close a share
+//!   of the gap to 1 (at most 0.8 of it): 0.5 when the notes have changes to act on
+//!   (breaking, behaviour, correctness fixes), 0.1 per quantified result (at most three); papers 0.5, plus 0.15 when built on or measured against the field's
 //!   systems (`[relevance] stack`), 0.1 when their code is out, 0.05 per quantified result
 //!   (at most three); posts 0.3 plus 0.15 per quantified result, counting at most three. A quantified result is a number with a
 //!   unit of effect: "40x", "1.9×", "0.2%", "120 TFLOPS".
@@ -31,9 +31,10 @@ pub struct Assessment {
     pub release: Option<ReleaseLevel>,
 }
 
-const ACT_ON_BONUS: f64 = 0.2;
+/// The share of the gap to 1 that changes to act on close for a release.
+const ACT_ON_SHARE: f64 = 0.5;
 const PAPER_BASE: f64 = 0.5;
-const STACK_BONUS: f64 = 0.2;
+const STACK_BONUS: f64 = 0.15;
 const CODE_BONUS: f64 = 0.1;
 
 /// Whether a paper says its code is out.
@@ -166,8 +167,11 @@ pub fn assess(
             // must act on: such a release matters more than its number says.
             let notes = crate::release_notes::read(&primary.text);
             let act_on = notes.changes_to_act_on().len() + notes.correctness.len();
-            let act_bonus = if act_on > 0 { ACT_ON_BONUS } else { 0.0 };
-            let value = (base + act_bonus + (0.05 * quantified.len() as f64).min(0.2)).min(1.0);
+            // Each bonus closes part of the gap to 1, so no minor release, however much
+            // it asks of its users, ties a major one.
+            let act_share = if act_on > 0 { ACT_ON_SHARE } else { 0.0 };
+            let share = (act_share + 0.1 * counted).min(0.8);
+            let value = base + (1.0 - base) * share;
             (
                 value,
                 format!(
@@ -175,7 +179,7 @@ pub fn assess(
                     level.as_str(),
                     if act_on > 0 {
                         format!(
-                            "{} breaking/behaviour, {} correctness fixes (+{ACT_ON_BONUS})",
+                            "{} breaking/behaviour, {} correctness fixes (closes {ACT_ON_SHARE} of the gap to 1)",
                             notes.changes_to_act_on().len(),
                             notes.correctness.len()
                         )

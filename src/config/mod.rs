@@ -625,6 +625,15 @@ mod tests {
     }
 
     #[test]
+    fn shipped_config_repeats_the_built_in_relevance_model() {
+        // config.toml shows the built-in lists so they can be edited; they must not drift.
+        let shipped = Config::parse(include_str!("../../config.toml")).unwrap();
+        let builtin = Config::parse("").unwrap();
+        assert_eq!(shipped.layers, builtin.layers);
+        assert_eq!(shipped.relevance, builtin.relevance);
+    }
+
+    #[test]
     fn unknown_key_names_the_nearest_valid_key() {
         let err = Config::parse("[digest]\nlanguge = \"en\"\n").unwrap_err();
         assert_eq!(err.problems.len(), 1, "{err}");

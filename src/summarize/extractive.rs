@@ -370,8 +370,7 @@ mod tests {
             },
             classification: Classification {
                 layers: layers.iter().map(|l| l.to_string()).collect(),
-                keywords: vec![],
-                title_keywords: vec![],
+                ..Classification::default()
             },
             assessment: Assessment {
                 score: Score::from_f64(70.0),

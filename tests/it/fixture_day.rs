@@ -36,11 +36,12 @@ async fn sections_ranking_and_window_match_an_experts_reading() {
     assert_eq!(d.window.start.to_rfc3339(), "2026-10-27T08:00:00+08:00");
     assert_eq!(d.window.end.to_rfc3339(), "2026-10-28T08:00:00+08:00");
     assert_eq!(d.generation_mode, "extractive");
-    // A major release leads; releases outrank routine papers.
-    assert_eq!(
-        titles(&d.key_changes),
-        vec!["CUTLASS 5.0.0", "triton v3.6.0", "PyTorch 2.10.0 Release"]
-    );
+    // A major release leads; the day's two feature releases follow (they score within a
+    // point of each other, so their order is not asserted); releases outrank papers.
+    assert_eq!(d.key_changes[0].title, "CUTLASS 5.0.0");
+    let mut rest = titles(&d.key_changes[1..]);
+    rest.sort();
+    assert_eq!(rest, vec!["PyTorch 2.10.0 Release", "triton v3.6.0"]);
     assert!(d.key_changes.iter().all(|e| e.kind == ItemKind::Release));
     let papers = titles(&d.papers);
     assert_eq!(papers.len(), 4, "{papers:?}");
@@ -137,7 +138,12 @@ async fn calibration_patch_below_minor_and_application_papers_below_minimum() {
     let window = window_for(kdigest::demo::demo_date(), &config);
     let names: Vec<String> = config.sources.iter().map(|s| s.name.clone()).collect();
     let items = store.items_in_window(&names, &window).await.unwrap();
-    let all = candidates(items, &window, &config, &Classifier::new(&config.layers));
+    let all = candidates(
+        items,
+        &window,
+        &config,
+        &Classifier::new(&config.layers, &config.relevance),
+    );
     let score = |needle: &str| {
         all.iter()
             .find(|c| c.event.primary().title.contains(needle))
@@ -184,7 +190,8 @@ async fn filtering_keeps_matching_events_and_rebuilds_the_sections() {
             .iter()
             .all(|w| kept.contains(w.event_id.as_str()))
     );
-    assert!(filtered.title.contains(&filtered.key_changes[0].title));
+    let lead = kdigest::release_notes::release_name(&filtered.key_changes[0].title);
+    assert!(filtered.title.contains(lead), "{} / {lead}", filtered.title);
     let nothing = Filter {
         layers: BTreeSet::new(),
         min_score: Score::MAX,
@@ -372,7 +379,7 @@ async fn the_headline_and_overview_are_written_in_the_readers_language() {
     let (d, _, _, _dir) = fixture_digest().await;
     assert_eq!(
         d.title,
-        "CUTLASS 5.0.0 与 triton v3.6.0 发布；另有 2 个版本更新、4 篇论文和 1 篇技术文章"
+        "CUTLASS 5.0.0 与 PyTorch 2.10.0 发布；另有 3 个版本更新、4 篇论文和 1 篇技术文章"
     );
     // One clause per event naming it, in Chinese around quoted source text, as one sentence.
     assert!(
@@ -390,7 +397,7 @@ async fn the_headline_and_overview_are_written_in_the_readers_language() {
     let en = digest::filter(&en, &Filter::default(), &locale);
     assert_eq!(
         en.title,
-        "CUTLASS 5.0.0 and triton v3.6.0 released; plus 2 more releases, 4 papers and 1 post"
+        "CUTLASS 5.0.0 and PyTorch 2.10.0 released; plus 3 more releases, 4 papers and 1 post"
     );
     assert!(
         en.overview

@@ -6,6 +6,7 @@ mod cli;
 mod delivery;
 mod discord;
 mod email;
+mod eval;
 mod faults;
 mod fixture_day;
 mod helpers;

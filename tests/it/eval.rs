@@ -1,0 +1,101 @@
+//! The labelled evaluation (issue 10): the built-in relevance model, run through the real
+//! binary on the labelled days in tests/fixtures/eval, must hold the thresholds CI holds it
+//! to. The labels were written before the model was tuned; see that folder's README.
+
+use std::process::Command;
+
+use crate::helpers::repo_root;
+
+fn eval(dir: &std::path::Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_kdigest"))
+        .arg("eval")
+        .arg(dir)
+        .env_remove("KDIGEST_CONFIG")
+        .env("RUST_LOG", "error")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn eval_meets_its_thresholds() {
+    let out = eval(&repo_root().join("tests/fixtures/eval"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let days = std::fs::read_dir(repo_root().join("tests/fixtures/eval"))
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().join("labels.toml").is_file())
+        .count();
+    assert!(days >= 4, "at least four labelled days, found {days}");
+    assert!(stdout.contains(&format!("{days}/{days} right")), "{stdout}");
+    assert!(stdout.contains("PASS:"), "{stdout}");
+}
+
+#[test]
+fn eval_fails_when_a_relevant_item_is_missed_and_says_which() {
+    // A copy of a real day with one more relevant label: an off-topic item that the model
+    // rightly leaves out. The run must fail, exit 1, and name the miss.
+    let dir = tempfile::tempdir().unwrap();
+    let day = dir.path().join("2024-09-17-jax-rocm");
+    let src = repo_root().join("tests/fixtures/eval/2024-09-17-jax-rocm");
+    std::fs::create_dir_all(day.join("feeds")).unwrap();
+    for entry in std::fs::read_dir(src.join("feeds")).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, day.join("feeds").join(path.file_name().unwrap())).unwrap();
+    }
+    std::fs::copy(src.join("config.toml"), day.join("config.toml")).unwrap();
+    let labels = std::fs::read_to_string(src.join("labels.toml")).unwrap();
+    let feed = std::fs::read_to_string(day.join("feeds/rocm-blogs.xml")).unwrap();
+    let title = "Stone Ridge Expands Reservoir Simulation Options";
+    let at = feed
+        .find(title)
+        .expect("the reservoir-simulation post is in the feed");
+    let link_start = feed[at..].find("<link>").unwrap() + at + "<link>".len();
+    let link_end = feed[link_start..].find("</link>").unwrap() + link_start;
+    let link = &feed[link_start..link_end];
+    std::fs::write(
+        day.join("labels.toml"),
+        format!(
+            "{labels}\n[[relevant]]\nurl = \"{link}\"\ntitle = \"{title}\"\nlayers = [\"hardware_backend\"]\nwhy = \"deliberately wrong label for this test\"\n"
+        ),
+    )
+    .unwrap();
+    let out = eval(dir.path());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains(&format!("missed: {title}")), "{stdout}");
+    assert!(stdout.contains("FAIL: recall"), "{stdout}");
+}
+
+#[test]
+fn a_label_naming_an_item_outside_the_window_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let day = dir.path().join("2024-11-28-x");
+    std::fs::create_dir_all(day.join("feeds")).unwrap();
+    std::fs::copy(
+        repo_root().join("tests/fixtures/eval/2024-11-28-arxiv/config.toml"),
+        day.join("config.toml"),
+    )
+    .unwrap();
+    std::fs::write(
+        day.join("feeds/arxiv_rss_listing.xml"),
+        std::fs::read(repo_root().join("tests/fixtures/reference/feeds/arxiv_rss_empty.xml"))
+            .unwrap(),
+    )
+    .unwrap();
+    std::fs::write(
+        day.join("labels.toml"),
+        "about = \"x\"\nlead = [\"https://arxiv.org/abs/2411.99999\"]\n",
+    )
+    .unwrap();
+    let out = eval(dir.path());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("https://arxiv.org/abs/2411.99999 is not an item in the window"),
+        "{stderr}"
+    );
+}
