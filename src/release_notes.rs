@@ -23,6 +23,8 @@ pub struct ReleaseNotes {
     /// Sentences anywhere that fix wrong results: data corruption, miscompilation,
     /// incorrect output, a security hole. Users must upgrade, so the release matters more.
     pub correctness: Vec<String>,
+    /// Lines under "Bug fixes" and the like.
+    pub fixes: Vec<String>,
 }
 
 impl ReleaseNotes {
@@ -100,8 +102,16 @@ pub fn read(text: &str) -> ReleaseNotes {
             Section::Deprecations => notes.deprecations.push(line.to_string()),
             Section::Performance => notes.performance.push(line.to_string()),
             // A fix that restores documented behaviour is not a change to act on.
-            Section::Fixes => {}
+            Section::Fixes => notes.fixes.push(line.to_string()),
             Section::Other => {
+                // Notes without headings list their fixes as "Fixed …" items.
+                let lower = line.to_ascii_lowercase();
+                if lower
+                    .split(|c: char| !c.is_ascii_alphabetic())
+                    .any(|w| matches!(w, "fix" | "fixed" | "fixes"))
+                {
+                    notes.fixes.push(line.to_string());
+                }
                 for sentence in sentences(line) {
                     if CHANGED_DEFAULT.is_match(sentence) {
                         notes.behaviour.push(sentence.to_string());
@@ -187,6 +197,19 @@ mod tests {
     // them: one line per heading, paragraph and list item.
     const TRITON: &str = "Highlights\nTriton 3.6 is the first release with Blackwell support.\nCompiler\nSoftware pipelining rewrite. The new pass replaces the heuristics. num_stages is now an upper bound rather than an exact count, and the scheduler uses fewer stages when needed.\nBug fixes\nFixed a miscompilation; TRITON_CACHE no longer defaults to the home directory in CI.\nBreaking changes\nPython 3.9 is no longer supported.\nThe TRITON_F32_DEFAULT environment variable has been removed. Use input_precision on tl.dot instead.\nThanks to the 118 people who contributed to this release.\nFull Changelog: v3.5.1...v3.6.0";
     const PYTORCH: &str = "PyTorch 2.10.0 Release Notes\nHighlights\nCUDA 13 wheels by default. The Linux wheels on PyPI are now built against CUDA 13.0.\nBackwards Incompatible Changes\ntorch.export.export defaults to strict=False. Pass strict=True to get the old tracer back (#169951)\nDeprecations\ntorch.jit.script is deprecated (#170001)\nPerformance\nInductor geomean speedup of 1.18x on HuggingFace (#170002)";
+
+    #[test]
+    fn fixes_for_wrong_results_and_plain_fix_items_are_found() {
+        let notes = read(
+            "Patch release.\n- Fixed a miscompilation of tl.dot with a transposed operand.\n- Fixed a build failure with GCC 14.\n- Faster autotuning.",
+        );
+        assert_eq!(
+            notes.correctness,
+            vec!["Fixed a miscompilation of tl.dot with a transposed operand."]
+        );
+        assert_eq!(notes.fixes.len(), 2);
+        assert!(notes.changes_to_act_on().is_empty());
+    }
 
     #[test]
     fn breaking_sections_are_read_until_the_closing_lines() {

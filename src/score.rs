@@ -69,12 +69,23 @@ pub fn quantified_results(text: &str) -> Vec<String> {
     let mut found: Vec<String> = Vec::new();
     let mut i = 0;
     while i < bytes.len() {
-        let starts_number = bytes[i].is_ascii_digit() && (i == 0 || !is_word_byte(bytes[i - 1]));
+        // "1,530": the digits after a thousands separator are not a number of their own.
+        let after_separator = i >= 2 && bytes[i - 1] == b',' && bytes[i - 2].is_ascii_digit();
+        let starts_number = bytes[i].is_ascii_digit()
+            && (i == 0 || !is_word_byte(bytes[i - 1]))
+            && !after_separator;
         if !starts_number {
             i += 1;
             continue;
         }
         let mut end = i + bytes[i..].iter().take_while(|b| b.is_ascii_digit()).count();
+        while bytes.get(end) == Some(&b',')
+            && bytes.len() >= end + 4
+            && bytes[end + 1..end + 4].iter().all(u8::is_ascii_digit)
+            && !bytes.get(end + 4).is_some_and(u8::is_ascii_digit)
+        {
+            end += 4;
+        }
         if bytes.get(end) == Some(&b'.') && bytes.get(end + 1).is_some_and(u8::is_ascii_digit) {
             end += 1 + bytes[end + 1..]
                 .iter()
@@ -339,9 +350,9 @@ mod tests {
     #[test]
     fn quantified_results_are_found_once_each() {
         let q = quantified_results(
-            "Up to 40x faster, 0.2% overhead, 1.9× over FA3, 40x again, 120 TFLOPS, v3.6",
+            "Up to 40x faster, 0.2% overhead, 1.9× over FA3, 40x again, 120 TFLOPS, v3.6, 1,530 TFLOPS",
         );
-        assert_eq!(q, vec!["40x", "0.2%", "1.9×", "120TFLOPS"]);
+        assert_eq!(q, vec!["40x", "0.2%", "1.9×", "120TFLOPS", "1,530TFLOPS"]);
     }
 
     #[test]

@@ -88,19 +88,57 @@ pub fn summarize(candidate: &Candidate, locale: &Locale, budget: usize) -> Event
         .join(" ");
     // The results are the source's words: quoted, after a lead-in in the reader's language
     // that says whose words they are. Quotes are cut inside, so they always close.
+    // Against what: the field's own systems the quoted results name ("FlashAttention-3",
+    // "vLLM"), as the source spells them.
+    let against = named_systems(&cue_text, &candidate.classification.stack);
     let reported = |budget: usize| {
         (!cue_text.is_empty()).then(|| {
-            let key = match event.primary().kind {
-                ItemKind::Release => "why_reports_release",
-                ItemKind::Paper => "why_reports_paper",
-                ItemKind::Post => "why_reports_post",
+            let key = match (event.primary().kind, against.is_empty()) {
+                (ItemKind::Release, _) => "why_reports_release",
+                (ItemKind::Paper, true) => "why_reports_paper",
+                (ItemKind::Paper, false) => "why_reports_paper_against",
+                (ItemKind::Post, true) => "why_reports_post",
+                (ItemKind::Post, false) => "why_reports_post_against",
             };
             let quote = locale.fill("quote", &[("text", &truncate_chars(&cue_text, budget))]);
-            locale.fill(key, &[("quote", &quote)])
+            locale.fill(
+                key,
+                &[
+                    ("quote", &quote),
+                    ("against", &against.join(locale.get("list_separator"))),
+                ],
+            )
         })
     };
-    let why_it_matters = if changes.is_empty() {
-        reported(WHY_CHARS).unwrap_or_else(|| fallback_why(candidate, locale))
+    // A release without changes to act on: its fixes for wrong results first (users must
+    // upgrade), else what it fixes, in the notes' words.
+    let quote_lines = |lines: &[String], n: usize| {
+        lines
+            .iter()
+            .take(n)
+            .map(|l| locale.fill("quote", &[("text", &truncate_chars(l, CHANGE_CHARS))]))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let correctness = notes.as_ref().map_or(&[][..], |n| &n.correctness[..]);
+    let fixes = notes.as_ref().map_or(&[][..], |n| &n.fixes[..]);
+    let why_it_matters = if changes.is_empty() && !correctness.is_empty() {
+        let marked = locale.fill(
+            "why_correctness",
+            &[("fixes", &quote_lines(correctness, 2))],
+        );
+        match reported(WHY_CHARS / 2) {
+            Some(r) => format!("{marked} {r}"),
+            None => marked,
+        }
+    } else if changes.is_empty() {
+        reported(WHY_CHARS).unwrap_or_else(|| {
+            if fixes.is_empty() {
+                fallback_why(candidate, locale)
+            } else {
+                locale.fill("why_fixes", &[("fixes", &quote_lines(fixes, 2))])
+            }
+        })
     } else {
         let quoted: Vec<String> = changes
             .iter()
@@ -114,26 +152,44 @@ pub fn summarize(candidate: &Candidate, locale: &Locale, budget: usize) -> Event
     };
 
     let brief = brief(candidate, locale, &sentences, all_changes.len());
+    // What to follow, specific to the event: the first change to plan for, the fix that
+    // makes upgrading urgent, or the results a reader would want reproduced.
+    let claims: Vec<String> = candidate
+        .assessment
+        .quantified
+        .iter()
+        .take(2)
+        .map(|q| locale.fill("quote", &[("text", q)]))
+        .collect();
+    let has_claims = !claims.is_empty();
     let watch_key = match (event.primary().kind, candidate.assessment.release) {
         (ItemKind::Release, _) if !changes.is_empty() => "watch_release_breaking",
         (ItemKind::Release, Some(ReleaseLevel::PreRelease | ReleaseLevel::Nightly)) => {
             "watch_prerelease"
         }
+        (ItemKind::Release, _) if !correctness.is_empty() => "watch_release_correctness",
         (ItemKind::Release, _) => "watch_release",
+        (ItemKind::Paper, _) if CODE_RELEASED.is_match(text) && has_claims => {
+            "watch_paper_code_claims"
+        }
         (ItemKind::Paper, _) if CODE_RELEASED.is_match(text) => "watch_paper_code",
+        (ItemKind::Paper, _) if has_claims => "watch_paper_claims",
         (ItemKind::Paper, _) => "watch_paper",
+        (ItemKind::Post, _) if has_claims => "watch_post_claims",
         (ItemKind::Post, _) => "watch_post",
     };
-    // The first change to act on names what to plan for, so two releases never share one
-    // watch sentence.
-    let first_change = changes.first().map_or(String::new(), |c| {
-        locale.fill("quote", &[("text", &truncate_chars(c, 90))])
-    });
+    let first_change = changes
+        .first()
+        .or(correctness.first().map(String::as_str).as_ref())
+        .map_or(String::new(), |c| {
+            locale.fill("quote", &[("text", &truncate_chars(c, 90))])
+        });
     let watch = locale.fill(
         watch_key,
         &[
             ("title", &truncate_chars(&event.primary().title, 80)),
             ("change", &first_change),
+            ("claims", &claims.join(locale.get("list_separator"))),
         ],
     );
     EventText {
@@ -142,6 +198,72 @@ pub fn summarize(candidate: &Candidate, locale: &Locale, budget: usize) -> Event
         brief,
         watch,
     }
+}
+
+/// The names in `stack` (lower-case phrases) that `text` mentions, spelled as the text
+/// spells them, in order of appearance. A name inside a longer one ("flashattention" in
+/// "FlashAttention-3") is dropped.
+fn named_systems(text: &str, stack: &[String]) -> Vec<String> {
+    let lower = text.to_lowercase();
+    // Byte offsets agree between `text` and `lower` only for ASCII; elsewhere give up on
+    // the spelling and use the phrase itself.
+    let same_offsets = lower.len() == text.len();
+    let mut found: Vec<(usize, usize)> = Vec::new();
+    for name in stack {
+        let mut from = 0;
+        while let Some(at) = lower[from..].find(name.as_str()) {
+            let start = from + at;
+            let end = start + name.len();
+            let bounded = |i: usize| {
+                lower
+                    .as_bytes()
+                    .get(i)
+                    .is_none_or(|b| !b.is_ascii_alphabetic())
+            };
+            if (start == 0 || bounded(start - 1)) && bounded(end) {
+                // Keep a version suffix: "FlashAttention-3", "FlashAttention2".
+                let tail = lower.as_bytes()[end..]
+                    .iter()
+                    .take_while(|b| b.is_ascii_digit() || **b == b'-')
+                    .count();
+                let tail = if lower.as_bytes()[end..end + tail]
+                    .iter()
+                    .any(u8::is_ascii_digit)
+                {
+                    tail
+                } else {
+                    0
+                };
+                found.push((start, end + tail));
+                break;
+            }
+            from = end;
+        }
+    }
+    found.sort();
+    found.dedup();
+    // Drop spans inside another span.
+    let spans: Vec<(usize, usize)> = found
+        .iter()
+        .filter(|(s, e)| {
+            !found
+                .iter()
+                .any(|(s2, e2)| (s2, e2) != (s, e) && s2 <= s && e <= e2)
+        })
+        .copied()
+        .collect();
+    let mut names: Vec<String> = Vec::new();
+    for (s, e) in spans.into_iter().take(3) {
+        let name = if same_offsets {
+            &text[s..e]
+        } else {
+            &lower[s..e]
+        };
+        if !names.iter().any(|n| n.eq_ignore_ascii_case(name)) {
+            names.push(name.to_string());
+        }
+    }
+    names
 }
 
 /// One clause for the overview, in the reader's language: what the event is (a release, a
@@ -323,6 +445,21 @@ fn ends_with_abbreviation(s: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn named_systems_keep_the_sources_spelling_and_version() {
+        let stack: Vec<String> = ["flashattention", "cudnn", "vllm", "cute"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(
+            named_systems(
+                "1.9x faster than FlashAttention-3 and cuDNN 9.13; vLLM too; execute",
+                &stack
+            ),
+            vec!["FlashAttention-3", "cuDNN", "vLLM"]
+        );
+    }
+
     use super::*;
 
     #[test]

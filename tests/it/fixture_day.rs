@@ -342,10 +342,32 @@ async fn breaking_and_behaviour_changes_lead_why_it_matters_and_name_the_watch_i
     // empty layer list in it.
     let patch = event("CUTLASS 4.4.2");
     assert!(
-        !patch.why_it_matters.contains('⚠'),
+        patch
+            .why_it_matters
+            .starts_with("修复：「CuTe DSL: fixed a JIT cache collision"),
         "{}",
         patch.why_it_matters
     );
+    // A patch that fixes wrong results says so, marked, and its watch item says to upgrade.
+    let fix = event("PyTorch 2.9.1 Release, bug fix release");
+    assert!(
+        fix.why_it_matters
+            .starts_with("⚠ 修复错误结果，建议升级：「Fix incorrect results from index_put_"),
+        "{}",
+        fix.why_it_matters
+    );
+    // No two events share a watch sentence once their titles are set aside.
+    let reasons: Vec<String> = d
+        .watchlist
+        .iter()
+        .map(|w| {
+            w.text
+                .split_once('：')
+                .map_or(w.text.clone(), |(_, r)| r.to_string())
+        })
+        .collect();
+    let distinct: BTreeSet<&String> = reasons.iter().collect();
+    assert_eq!(distinct.len(), reasons.len(), "{reasons:?}");
     for e in d.events() {
         let why = &e.why_it_matters;
         assert!(!why.contains("涉及 ，"), "{why}");
@@ -358,7 +380,9 @@ async fn breaking_and_behaviour_changes_lead_why_it_matters_and_name_the_watch_i
     }
     let paper = d.papers.first().unwrap();
     assert!(
-        paper.why_it_matters.starts_with("论文报告：「"),
+        paper
+            .why_it_matters
+            .starts_with("论文报告（对比 FlashAttention-3、cuDNN、CuTe）：「"),
         "{}",
         paper.why_it_matters
     );
