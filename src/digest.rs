@@ -98,13 +98,18 @@ pub fn candidates(
             }
         })
         .collect();
-    out.sort_by(|a, b| {
+    sort_candidates(&mut out);
+    out
+}
+
+/// Highest score first, then id: the digest's order.
+pub fn sort_candidates(candidates: &mut [Candidate]) {
+    candidates.sort_by(|a, b| {
         b.assessment
             .score
             .cmp(&a.assessment.score)
             .then_with(|| a.event.id.cmp(&b.event.id))
     });
-    out
 }
 
 /// Candidates that make it into the digest: at or above the threshold, and about at least

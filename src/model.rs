@@ -294,6 +294,24 @@ pub struct LlmUsage {
     pub cost: Option<f64>,
 }
 
+impl LlmUsage {
+    /// Two phases' usage together (summaries and ratings).
+    pub fn sum(a: Option<LlmUsage>, b: Option<LlmUsage>) -> Option<LlmUsage> {
+        match (a, b) {
+            (Some(a), Some(b)) => Some(LlmUsage {
+                requests: a.requests + b.requests,
+                prompt_tokens: a.prompt_tokens + b.prompt_tokens,
+                completion_tokens: a.completion_tokens + b.completion_tokens,
+                cost: match (a.cost, b.cost) {
+                    (None, None) => None,
+                    (x, y) => Some(x.unwrap_or(0.0) + y.unwrap_or(0.0)),
+                },
+            }),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
 impl Digest {
     /// All events in reading order: key changes, papers, other updates.
     pub fn events(&self) -> impl Iterator<Item = &DigestEvent> {

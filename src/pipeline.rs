@@ -144,15 +144,15 @@ pub async fn build_digest(
     let items = store.items_in_window(&names, &window).await?;
     let source_counts = digest::count_by_source(&items, config, &failed);
     let classifier = Classifier::new(&config.layers, &config.relevance);
-    let candidates = digest::eligible(
-        digest::candidates(items, &window, config, &classifier),
-        config,
-    );
+    let mut all = digest::candidates(items, &window, config, &classifier);
+    let rank_usage = summarize::rank(&mut all, config, store).await?;
+    let candidates = digest::eligible(all, config);
     let locale = Locale::load(
         &config.digest.language,
         config.digest.templates_dir.as_deref(),
     )?;
     let mut summaries = summarize::summarize(&candidates, config, &locale, store).await?;
+    summaries.usage = crate::model::LlmUsage::sum(summaries.usage, rank_usage);
     summaries.other_languages = summarize::other_languages(&candidates, config)?;
     let end = window.end;
     let digest = digest::assemble(

@@ -351,6 +351,9 @@ impl SummarizeMode {
 pub struct SummarizeConfig {
     pub mode: SummarizeMode,
     pub summary_chars: usize,
+    /// LLM mode: the model also rates each event near the threshold 1-10 and proposes
+    /// layers; the rating moves the score by up to ±10 points (summarize::rank).
+    pub rank: bool,
     pub llm: LlmConfig,
 }
 

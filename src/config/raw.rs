@@ -130,6 +130,7 @@ pub struct RawSummarize {
     pub deadline_secs: u64,
     pub price_input_per_mtok: Option<f64>,
     pub price_output_per_mtok: Option<f64>,
+    pub rank: bool,
 }
 
 impl Default for RawSummarize {
@@ -148,6 +149,7 @@ impl Default for RawSummarize {
             deadline_secs: 300,
             price_input_per_mtok: None,
             price_output_per_mtok: None,
+            rank: false,
         }
     }
 }

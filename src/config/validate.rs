@@ -294,9 +294,16 @@ pub(super) fn validate_summarize(raw: RawSummarize, problems: &mut Vec<String>) 
             ));
         }
     }
+    if raw.rank && mode != SummarizeMode::Llm {
+        problems.push(
+            "summarize.rank: needs summarize.mode = \"llm\" (the model rates the events); set rank = false or use llm mode"
+                .into(),
+        );
+    }
     SummarizeConfig {
         mode,
         summary_chars: raw.summary_chars,
+        rank: raw.rank,
         llm: LlmConfig {
             provider: raw.provider,
             base_url,

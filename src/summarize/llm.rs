@@ -177,6 +177,18 @@ impl LlmClient {
                 }
             }
         };
+        Summaries {
+            texts,
+            fell_back,
+            mode: self.provider.clone(),
+            other_languages: Vec::new(),
+            usage: self.usage(),
+            headline,
+        }
+    }
+
+    /// Requests and tokens so far, with the cost estimate; None before any request.
+    fn usage(&self) -> Option<LlmUsage> {
         let mut usage = *self.usage.lock().expect("usage lock");
         usage.cost = match self.prices {
             (None, None) => None,
@@ -185,14 +197,56 @@ impl LlmClient {
                     + usage.completion_tokens as f64 / 1e6 * output.unwrap_or(0.0),
             ),
         };
-        Summaries {
-            texts,
-            fell_back,
-            mode: self.provider.clone(),
-            other_languages: Vec::new(),
-            usage: (usage.requests > 0).then_some(usage),
-            headline,
+        (usage.requests > 0).then_some(usage)
+    }
+
+    /// `summarize.rank`: rates the highest-scoring events that could reach the digest
+    /// (at least `min_score - rank::MARGIN`, with a layer; at most `rank::MAX_RATED`) and
+    /// blends each rating into its score. Within the LLM deadline; an event whose rating
+    /// fails keeps its score and says why. Returns this phase's usage.
+    pub async fn rate_all(
+        &self,
+        candidates: &mut [Candidate],
+        layer_names: &[&str],
+        min_score: f64,
+        store: &Store,
+    ) -> Option<LlmUsage> {
+        use super::rank;
+        let chosen: Vec<usize> = (0..candidates.len())
+            .filter(|&i| {
+                let c = &candidates[i];
+                c.assessment.score.as_f64() >= min_score - rank::MARGIN
+                    && !c.classification.layers.is_empty()
+            })
+            .take(rank::MAX_RATED)
+            .collect();
+        let deadline = tokio::time::Instant::now() + self.deadline;
+        let ratings: Vec<Result<rank::Rating, LlmError>> = {
+            let candidates = &*candidates;
+            futures::stream::iter(&chosen)
+                .map(|&i| async move {
+                    let body =
+                        rank::request(&self.model, &candidates[i], layer_names, self.max_tokens);
+                    let asked =
+                        self.ask_checked(&body, store, |reply| rank::validate(reply, layer_names));
+                    tokio::time::timeout_at(deadline, asked)
+                        .await
+                        .unwrap_or(Err(LlmError::Deadline))
+                })
+                .buffered(self.concurrency)
+                .collect()
+                .await
+        };
+        for (i, rating) in chosen.into_iter().zip(ratings) {
+            match rating {
+                Ok(r) => rank::apply(&mut candidates[i], &r, layer_names),
+                Err(error) => {
+                    tracing::warn!(message = "LLM rating rejected; keeping the rule score", event = %candidates[i].event.id, reason = error.reason(), %error);
+                    rank::note_unrated(&mut candidates[i], &error);
+                }
+            }
         }
+        self.usage()
     }
 
     /// The digest's headline and overview, from the events' titles and briefs, checked like
@@ -402,6 +456,11 @@ pub fn request_body(
 static LINK: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?i)\b(?:https?://|www\.)[^\s)\]>\x22']+").expect("valid regex"));
 
+/// The first link in a text, if any.
+pub(super) fn first_link(text: &str) -> Option<String> {
+    LINK.find(text).map(|m| m.as_str().to_string())
+}
+
 /// Events the headline request describes, at most: the top of the day.
 const HEADLINE_EVENTS: usize = 8;
 
@@ -488,7 +547,7 @@ pub fn validate_headline(
 }
 
 /// Some servers wrap JSON in a Markdown fence even in JSON mode.
-fn strip_fence(reply: &str) -> &str {
+pub(super) fn strip_fence(reply: &str) -> &str {
     let reply = reply.trim();
     reply
         .strip_prefix("```json")

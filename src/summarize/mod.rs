@@ -5,6 +5,7 @@
 pub mod extractive;
 pub mod llm;
 pub mod numbers;
+pub mod rank;
 
 use crate::config::{Config, SummarizeMode};
 use crate::digest::Candidate;
@@ -40,6 +41,26 @@ pub fn extractive_all(candidates: &[Candidate], locale: &Locale, budget: usize) 
         mode: "extractive".into(),
         other_languages: Vec::new(),
     }
+}
+
+/// `summarize.rank`: the model's ratings blended into the scores (LLM mode only; a no-op
+/// otherwise), candidates sorted again. Returns the rating phase's usage, to be added to
+/// the digest's.
+pub async fn rank(
+    candidates: &mut [Candidate],
+    config: &Config,
+    store: &Store,
+) -> anyhow::Result<Option<crate::model::LlmUsage>> {
+    if !config.summarize.rank || config.summarize.mode != SummarizeMode::Llm {
+        return Ok(None);
+    }
+    let client = llm::LlmClient::from_config(&config.summarize.llm)?;
+    let names = config.layer_names();
+    let usage = client
+        .rate_all(candidates, &names, config.digest.min_score.as_f64(), store)
+        .await;
+    crate::digest::sort_candidates(candidates);
+    Ok(usage)
 }
 
 /// Fails early (exit 2) when LLM mode is configured without its key in the environment,

@@ -300,3 +300,151 @@ async fn one_deadline_bounds_the_whole_llm_phase() {
         assert!(!e.summary.is_empty());
     }
 }
+
+#[derive(Default)]
+struct RankMock {
+    ratings: AtomicUsize,
+}
+
+/// Rates by title: Tessera 10 (and proposes kernel_codegen), CUTLASS 4.4.2 1, ShapeTrace a
+/// reason with a link (refused), everything else 6; summaries are plain good ones.
+async fn rank_chat(State(mock): State<Arc<RankMock>>, Json(body): Json<Value>) -> Response {
+    let system = body["messages"][0]["content"].as_str().unwrap_or("");
+    assert!(system.contains("json") && system.contains("never follow instructions"));
+    assert!(body["max_tokens"].as_u64().is_some_and(|n| n >= 64));
+    let data: Value =
+        serde_json::from_str(body["messages"][1]["content"].as_str().unwrap_or("")).unwrap();
+    if system.contains("headline") {
+        return reply(
+            &json!({"headline": HEADLINE, "overview": OVERVIEW}).to_string(),
+            "stop",
+        );
+    }
+    let title = data["title"].as_str().unwrap_or("").to_string();
+    if !system.contains("You rate items") {
+        return reply(
+            &good(&format!("About {}.", title.split(' ').next().unwrap_or(""))),
+            "stop",
+        );
+    }
+    mock.ratings.fetch_add(1, Ordering::SeqCst);
+    let rating = if title.starts_with("Tessera") {
+        json!({"rating": 10, "reason": "Serving runtimes are core to this readership.", "layers": ["runtime", "kernel_codegen", "astrology"]})
+    } else if title.starts_with("CUTLASS 4.4.2") {
+        json!({"rating": 1, "reason": "A routine build fix.", "layers": []})
+    } else if title.starts_with("ShapeTrace") {
+        json!({"rating": 9, "reason": "Read more at https://evil.example/x", "layers": []})
+    } else {
+        json!({"rating": 6, "reason": "Relevant to compiler engineers.", "layers": []})
+    };
+    reply(&rating.to_string(), "stop")
+}
+
+#[tokio::test]
+async fn rank_blends_checked_ratings_into_scores_and_caches_them() {
+    let mock = Arc::new(RankMock::default());
+    let app = Router::new()
+        .route("/v1/chat/completions", post(rank_chat))
+        .with_state(mock.clone());
+    let llm_base = format!("{}/v1", crate::helpers::serve(app).await);
+    let feeds = spawn_feed_server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let env = "KDIGEST_TEST_LLM_KEY_RANK";
+    unsafe { std::env::set_var(env, KEY) };
+    let base_extra = format!(
+        "[summarize]\nmode = \"llm\"\nbase_url = \"{llm_base}\"\napi_key_env = \"{env}\"\nretries = 0\n"
+    );
+    // The same day without ratings, for the scores the rules give.
+    let plain_dir = tempfile::tempdir().unwrap();
+    let plain_config = fixture_config(
+        &format!("{}/feeds", feeds.base),
+        plain_dir.path(),
+        &base_extra,
+    );
+    let plain_store = open_store(&plain_config).await;
+    let plain = pipeline::generate(
+        &plain_config,
+        &plain_store,
+        kdigest::demo::demo_date(),
+        &|_| {},
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        mock.ratings.load(Ordering::SeqCst),
+        0,
+        "rank is off by default"
+    );
+
+    let config = fixture_config(
+        &format!("{}/feeds", feeds.base),
+        dir.path(),
+        &format!("{base_extra}rank = true\n"),
+    );
+    let store = open_store(&config).await;
+    let d = pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
+        .await
+        .unwrap();
+    let rated = mock.ratings.load(Ordering::SeqCst);
+    assert!(
+        rated >= 8,
+        "events near or above the threshold are rated: {rated}"
+    );
+    let find = |d: &kdigest::model::Digest, prefix: &str| {
+        d.events().find(|e| e.title.starts_with(prefix)).cloned()
+    };
+    let component = |e: &kdigest::model::DigestEvent| {
+        e.score_breakdown
+            .iter()
+            .find(|c| c.name == "llm_rating")
+            .cloned()
+            .unwrap_or_else(|| panic!("{} has no llm_rating", e.title))
+    };
+    // A 10 adds ten points and the proposed layer; an unknown layer is dropped.
+    let tessera = find(&d, "Tessera").unwrap();
+    let before = find(&plain, "Tessera").unwrap();
+    assert!(
+        (tessera.score.as_f64() - before.score.as_f64() - 10.0).abs() < 0.11,
+        "{} -> {}",
+        before.score,
+        tessera.score
+    );
+    assert!(tessera.layers.contains(&"kernel_codegen".to_string()));
+    assert!(!tessera.layers.iter().any(|l| l == "astrology"));
+    assert!(component(&tessera).reason.contains("rated 10/10"));
+    // A 1 takes ten away: the routine patch falls below the threshold and out.
+    assert!(find(&plain, "CUTLASS 4.4.2").is_some());
+    assert!(
+        find(&d, "CUTLASS 4.4.2").is_none(),
+        "rated 1, it leaves the digest"
+    );
+    // A reason with a link is refused: the score stays and the breakdown says why.
+    let shape = find(&d, "ShapeTrace").unwrap();
+    assert_eq!(shape.score, find(&plain, "ShapeTrace").unwrap().score);
+    assert!(
+        component(&shape).reason.starts_with("no rating (link)"),
+        "{:?}",
+        component(&shape)
+    );
+    // The ratings' tokens are in the digest's usage: more requests than summaries alone.
+    let usage = d.llm_usage.unwrap();
+    assert!(
+        usage.requests as usize >= rated + d.events().count(),
+        "{usage:?}"
+    );
+    // Ratings are cached per item: a regeneration asks again only for the refused one.
+    pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
+        .await
+        .unwrap();
+    assert_eq!(mock.ratings.load(Ordering::SeqCst), rated + 1);
+}
+
+#[test]
+fn rank_without_llm_mode_is_a_config_error() {
+    let err = kdigest::config::Config::parse("[summarize]\nrank = true\n").unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("summarize.rank: needs summarize.mode = \"llm\""),
+        "{err}"
+    );
+}
