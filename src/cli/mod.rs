@@ -427,7 +427,9 @@ fn print_breakdown(
             layers.join(", ")
         }
     );
-    println!("score {score}/100 = sum of the points (value × weight; an llm_rating adds -10 to +10):");
+    println!(
+        "score {score}/100 = sum of the points (value × weight; an llm_rating adds -10 to +10):"
+    );
     println!(
         "  {:<14} {:>6} {:>7} {:>7}  reason",
         "component", "value", "weight", "points"
