@@ -40,6 +40,27 @@ impl Channel {
 /// only, lower-cased, so one mailbox is one subscriber however it is typed. RFC 5321 lets a
 /// server treat the local part's case as significant, but the mail systems readers use do
 /// not, and `Alice@` and `alice@` as two subscribers would mail one reader twice.
+/// One webhook is one subscriber: no trailing slash, no fragment, and of the query only
+/// `thread_id` (the thread or forum post to post in), which must be a snowflake.
+fn normalize_discord_webhook(mut url: url::Url) -> Result<url::Url, String> {
+    let thread: Option<String> = url
+        .query_pairs()
+        .find(|(k, _)| k == "thread_id")
+        .map(|(_, v)| v.into_owned());
+    if let Some(t) = &thread
+        && t.parse::<u64>().ok().filter(|id| *id > 0).is_none()
+    {
+        return Err(format!(
+            "thread_id={t} in the Discord webhook URL is not a thread id (a number)"
+        ));
+    }
+    url.set_fragment(None);
+    let path = url.path().trim_end_matches('/').to_string();
+    url.set_path(&path);
+    url.set_query(thread.map(|t| format!("thread_id={t}")).as_deref());
+    Ok(url)
+}
+
 fn normalize_email(target: &str) -> Result<String, String> {
     let invalid = || format!("\"{target}\" is not an email address; expected name@example.org");
     if !target.is_ascii() {
@@ -99,7 +120,7 @@ impl Address {
                 if !is_webhook {
                     return Err("a Discord webhook URL looks like https://discord.com/api/webhooks/<id>/<token>".into());
                 }
-                Ok(Address::DiscordWebhook(url))
+                normalize_discord_webhook(url).map(Address::DiscordWebhook)
             }
             "discord" => target
                 .parse::<u64>()
@@ -261,6 +282,32 @@ mod tests {
                 .channel(),
             Channel::Discord
         );
+    }
+
+    #[test]
+    fn one_discord_webhook_is_one_subscriber_and_keeps_its_thread() {
+        let plain =
+            Address::parse("discord:https://discord.com/api/webhooks/123456789012345678/tok")
+                .unwrap();
+        let slash = Address::parse(
+            "discord:https://discord.com/api/webhooks/123456789012345678/tok/?wait=true#x",
+        )
+        .unwrap();
+        assert_eq!(plain.to_stored(), slash.to_stored());
+        let thread = Address::parse(
+            "discord:https://discord.com/api/webhooks/123456789012345678/tok?thread_id=998877665544332211",
+        )
+        .unwrap();
+        assert!(
+            thread
+                .to_stored()
+                .ends_with("/tok?thread_id=998877665544332211")
+        );
+        let bad = Address::parse(
+            "discord:https://discord.com/api/webhooks/123456789012345678/tok?thread_id=general",
+        )
+        .unwrap_err();
+        assert!(bad.contains("thread_id=general"), "{bad}");
     }
 
     #[test]

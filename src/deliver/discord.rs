@@ -72,8 +72,15 @@ impl DiscordSender {
                 let (id, token) = webhook_parts(url).ok_or_else(|| SendError::Permanent {
                     reason: "The Discord webhook URL has no id and token".into(),
                 })?;
+                // A webhook of a forum or thread posts there only with thread_id.
+                let thread = url
+                    .query_pairs()
+                    .find(|(k, _)| k == "thread_id")
+                    .and_then(|(_, v)| v.parse::<u64>().ok())
+                    .filter(|t| *t > 0)
+                    .map(ChannelId::new);
                 self.webhooks
-                    .execute_webhook(WebhookId::new(id), None, &token, false, Vec::new(), &body)
+                    .execute_webhook(WebhookId::new(id), thread, &token, false, Vec::new(), &body)
                     .await
                     .map(|_| ())
             }

@@ -225,9 +225,13 @@ impl EmailSender {
         self.deliver(message).await
     }
 
-    /// A one-off message to one address (the sign-up confirmation): no list headers.
+    /// A one-off message to one address (the sign-up confirmation, a preferences link): no
+    /// list headers, but a Message-ID of its own (Gmail refuses mail without one).
     pub async fn send_single(&self, to: &str, email: Email) -> Result<(), SendError> {
-        let message = self.finish(self.builder(to, email.subject)?, email.text, email.html)?;
+        let builder = self
+            .builder(to, email.subject)?
+            .message_id(Some(single_message_id(to, &self.config.list_id)));
+        let message = self.finish(builder, email.text, email.html)?;
         self.deliver(message).await
     }
 
@@ -315,6 +319,17 @@ fn enhanced_status(text: &str) -> Option<(u8, u16, u16)> {
             let valid = matches!(class, 2 | 4 | 5) && parts.next().is_none();
             valid.then_some((class, subject, detail))
         })
+}
+
+/// A Message-ID unique per one-off message: a hash of the address and the time, at the
+/// list's domain.
+fn single_message_id(to: &str, list_id: &str) -> String {
+    use sha2::{Digest, Sha256};
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let now = chrono::Utc::now().timestamp_nanos_opt().unwrap_or_default();
+    let digest = Sha256::digest(format!("{to}\n{now}\n{n}").as_bytes());
+    format!("<{}@{list_id}>", crate::parse::hex(&digest[..16]))
 }
 
 #[cfg(test)]

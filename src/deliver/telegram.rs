@@ -101,8 +101,14 @@ pub fn classify(error: RequestError) -> SendError {
             | ApiError::CantTalkWithBots
             | ApiError::GroupDeactivated
             | ApiError::NotEnoughRightsToPostMessages => SendError::Permanent { reason },
-            // Errors teloxide does not know include the API's own 5xx answers: retry them
-            // (bounded by delivery.max_attempts).
+            // Every 403 means the bot cannot reach the chat any more, including texts
+            // teloxide does not know ("Forbidden: bot was kicked from the group chat", for
+            // basic groups): retrying daily would only hammer the API.
+            ApiError::Unknown(text) if text.trim_start().starts_with("Forbidden") => {
+                SendError::Permanent { reason }
+            }
+            // Other errors teloxide does not know include the API's own 5xx answers: retry
+            // them (bounded by delivery.max_attempts).
             ApiError::Unknown(_) => SendError::Transient {
                 reason,
                 retry_after: None,
@@ -117,6 +123,22 @@ pub fn classify(error: RequestError) -> SendError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_forbidden_text_disables_the_subscriber() {
+        for text in [
+            "Forbidden: bot was kicked from the group chat",
+            "Forbidden: bot is not a member of the channel chat",
+        ] {
+            let error = RequestError::Api(ApiError::Unknown(text.into()));
+            assert!(
+                matches!(classify(error), SendError::Permanent { .. }),
+                "{text}"
+            );
+        }
+        let error = RequestError::Api(ApiError::Unknown("Internal Server Error".into()));
+        assert!(matches!(classify(error), SendError::Transient { .. }));
+    }
 
     #[test]
     fn tokens_are_redacted() {

@@ -177,6 +177,12 @@ async fn readers_sign_up_confirm_once_and_change_their_preferences() {
         let mail = &mails[0].1;
         assert!(header(mail, "Subject").unwrap().contains("Confirm"));
         assert!(header(mail, "List-Unsubscribe").is_none());
+        // Gmail refuses mail without a Message-ID; one-off mails carry their own.
+        let id = header(mail, "Message-ID").expect("a Message-ID");
+        assert!(
+            id.starts_with('<') && id.ends_with('>') && id.contains('@'),
+            "{id}"
+        );
         assert!(
             header(mail, "Content-Type")
                 .unwrap()
