@@ -49,6 +49,9 @@ pub enum DateArg {
     Date(NaiveDate),
 }
 
+/// Characters of a bad argument a reply quotes back, at most.
+pub const MAX_ECHOED_CHARS: usize = 40;
+
 /// A command that could not be parsed, with what is wrong and the right form.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BadCommand {
@@ -61,9 +64,12 @@ pub struct BadCommand {
 
 impl BadCommand {
     pub fn message(&self, t: &Locale, layers: &[&str]) -> String {
+        // The reply must fit one message whatever was typed: a 4,000-character argument
+        // echoed in full made Telegram refuse the reply, so the user saw nothing.
+        let arg = crate::text::truncate_chars(&self.arg, MAX_ECHOED_CHARS);
         let problem = t.fill(
             self.problem,
-            &[("arg", &self.arg), ("layers", &layers.join(", "))],
+            &[("arg", &arg), ("layers", &layers.join(", "))],
         );
         match self.usage {
             Some(usage) => t.fill("bot_usage", &[("problem", &problem), ("usage", usage)]),
@@ -263,6 +269,15 @@ mod tests {
 
     fn p(text: &str) -> Result<Option<Command>, BadCommand> {
         parse(text, Some("kdigest_bot"), LAYERS)
+    }
+
+    #[test]
+    fn a_huge_bad_argument_is_quoted_short() {
+        let junk = "x".repeat(4_000);
+        let bad = p(&format!("/digest {junk}")).unwrap_err();
+        let text = bad.message(&Locale::builtin("en"), LAYERS);
+        assert!(text.chars().count() < 300, "{} chars", text.chars().count());
+        assert!(text.contains(&"x".repeat(30)));
     }
 
     #[test]

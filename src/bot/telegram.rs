@@ -41,6 +41,9 @@ pub struct TelegramBot {
     renders: crate::deliver::RenderCache,
     runs: Option<RunTrigger>,
     username: Option<String>,
+    /// When the bot last sent to each chat, for one message per second per chat across
+    /// replies; entries older than the gap are dropped, so it holds only active chats.
+    last_sent: std::sync::Mutex<std::collections::HashMap<ChatId, tokio::time::Instant>>,
 }
 
 impl TelegramBot {
@@ -60,7 +63,21 @@ impl TelegramBot {
             renders,
             runs,
             username: None,
+            last_sent: Default::default(),
         }
+    }
+
+    /// Waits until this chat may get its next message, and books the slot.
+    async fn pace(&self, chat: ChatId) {
+        let now = tokio::time::Instant::now();
+        let at = {
+            let mut last = self.last_sent.lock().expect("pace lock");
+            last.retain(|_, t| now.duration_since(*t) < REPLY_GAP);
+            let at = last.get(&chat).map_or(now, |t| (*t + REPLY_GAP).max(now));
+            last.insert(chat, at);
+            at
+        };
+        tokio::time::sleep_until(at).await;
     }
 
     /// Registers the command menu in Chinese and, as the default, in English.
@@ -312,11 +329,14 @@ impl TelegramBot {
     }
 
     async fn send_text(&self, chat: ChatId, text: &str) -> anyhow::Result<()> {
-        self.bot
-            .send_message(chat, text)
-            .link_preview_options(no_preview())
-            .await
-            .map_err(|e| anyhow::anyhow!(redact_token(&e.to_string())))?;
+        self.pace(chat).await;
+        with_flood_wait(|| {
+            self.bot
+                .send_message(chat, text)
+                .link_preview_options(no_preview())
+                .into_future()
+        })
+        .await?;
         Ok(())
     }
 
@@ -333,6 +353,7 @@ impl TelegramBot {
                 let names: Vec<&str> = all.iter().map(String::as_str).collect();
                 // The keyboard is Telegram's; so is the hint about it.
                 let text = format!("{text}\n{}", t.get("bot_layers_hint"));
+                self.pace(chat).await;
                 self.bot
                     .send_message(chat, text)
                     .link_preview_options(no_preview())
@@ -346,16 +367,51 @@ impl TelegramBot {
                     self.send_text(chat, &note).await?;
                 }
                 let renderer = self.renders.renderer(&digest.language)?;
+                // A digest is several messages: spaced by Telegram's one message per second
+                // per chat, and a flood-wait is waited out instead of dropping the rest.
                 for message in renderer.telegram(&digest)? {
-                    self.bot
-                        .send_message(chat, message)
-                        .parse_mode(ParseMode::Html)
-                        .link_preview_options(no_preview())
-                        .await
-                        .map_err(|e| anyhow::anyhow!(redact_token(&e.to_string())))?;
+                    self.pace(chat).await;
+                    with_flood_wait(|| {
+                        self.bot
+                            .send_message(chat, message.clone())
+                            .parse_mode(ParseMode::Html)
+                            .link_preview_options(no_preview())
+                            .into_future()
+                    })
+                    .await?;
                 }
                 Ok(())
             }
+        }
+    }
+}
+
+/// Between two messages to one chat: Telegram allows about one message per second per chat.
+const REPLY_GAP: std::time::Duration = std::time::Duration::from_millis(1_050);
+/// Flood-waits a reply waits out before it gives up.
+const FLOOD_WAITS: u32 = 3;
+
+/// Sends, waiting out "Too Many Requests: retry after N" up to [`FLOOD_WAITS`] times (each
+/// wait at most a minute).
+async fn with_flood_wait<T, F, Fut>(mut send: F) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, teloxide::RequestError>>,
+{
+    let mut waits = 0;
+    loop {
+        match send().await {
+            Err(teloxide::RequestError::RetryAfter(secs)) if waits < FLOOD_WAITS => {
+                waits += 1;
+                let wait = secs.duration().min(std::time::Duration::from_secs(60));
+                tracing::info!(
+                    message = "Telegram asked to wait before the next reply message",
+                    wait_secs = wait.as_secs()
+                );
+                tokio::time::sleep(wait).await;
+            }
+            Err(e) => return Err(anyhow::anyhow!(redact_token(&e.to_string()))),
+            Ok(v) => return Ok(v),
         }
     }
 }

@@ -57,6 +57,7 @@ impl DiscordSender {
             serde_json::from_str(payload).map_err(|e| SendError::Failed {
                 reason: format!("Discord payload is not JSON: {e}"),
             })?;
+        let webhook = matches!(address, Address::DiscordWebhook(_));
         let result = match address {
             Address::DiscordChannel(id) => {
                 let Some(bot) = &self.bot else {
@@ -90,7 +91,28 @@ impl DiscordSender {
                 });
             }
         };
-        result.map_err(classify)
+        result.map_err(|e| unauthorized(classify(e), webhook))
+    }
+}
+
+/// A 401 is decided by who was refused, never retried (Discord counts 401s toward its
+/// invalid-request ban): a webhook's own token is invalid (the webhook was deleted or
+/// regenerated) -> the subscriber is disabled; the bot token is ours -> the channel pauses
+/// with one operator log line, nobody is disabled.
+fn unauthorized(error: SendError, webhook: bool) -> SendError {
+    match error {
+        SendError::Transient { reason, .. } if reason.starts_with("Discord answered HTTP 401") => {
+            if webhook {
+                SendError::Permanent {
+                    reason: format!(
+                        "{reason}; the webhook's token is invalid (deleted or regenerated)"
+                    ),
+                }
+            } else {
+                SendError::Outage { reason }
+            }
+        }
+        other => other,
     }
 }
 
@@ -114,9 +136,9 @@ pub fn classify(error: serenity::Error) -> SendError {
             response.error.code, response.error.message
         );
         return match status {
-            // A rejected token is the operator's problem, not the subscriber's.
+            // Decided by the caller (`unauthorized`): a webhook's token or ours.
             401 => SendError::Transient {
-                reason: format!("{reason}; check the bot token"),
+                reason: format!("{reason}; check the bot token (discord.token_env)"),
                 retry_after: None,
             },
             429 | 500..=599 => SendError::Transient {
@@ -157,6 +179,27 @@ impl WithoutUrl for reqwest::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_401_disables_a_webhook_and_pauses_the_bot_channel_never_retried() {
+        let refused = || SendError::Transient {
+            reason: "Discord answered HTTP 401 (code 0): 401: Unauthorized".into(),
+            retry_after: None,
+        };
+        assert!(matches!(
+            unauthorized(refused(), true),
+            SendError::Permanent { .. }
+        ));
+        assert!(matches!(
+            unauthorized(refused(), false),
+            SendError::Outage { .. }
+        ));
+        let busy = SendError::Transient {
+            reason: "Discord answered HTTP 503 (code 0): busy".into(),
+            retry_after: None,
+        };
+        assert_eq!(unauthorized(busy.clone(), true), busy);
+    }
 
     #[test]
     fn webhook_urls_split_into_id_and_token() {

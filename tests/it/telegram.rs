@@ -409,3 +409,66 @@ async fn webhook_mode_accepts_signed_updates_only() {
     assert!(mock.sent_to(1001).is_empty(), "a forged update is ignored");
     assert_eq!(mock.problems.lock().unwrap().clone(), Vec::<String>::new());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_digest_reply_of_several_messages_keeps_to_one_per_second_in_the_chat() {
+    let feeds = spawn_feed_server().await;
+    let (api, mock) = spawn_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let env = "KDIGEST_TEST_TG_TOKEN_PACED";
+    unsafe { std::env::set_var(env, TOKEN) };
+    let extra = format!("[telegram]\napi_url = \"{api}\"\ntoken_env = \"{env}\"\n");
+    let config = fixture_config(&format!("{}/feeds", feeds.base), dir.path(), &extra);
+    let store = open_store(&config).await;
+    pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
+        .await
+        .unwrap();
+    let chat = 4004;
+    mock.modes
+        .lock()
+        .unwrap()
+        .insert(chat, ChatMode::OnePerSecond);
+    let junk = "y".repeat(4_000);
+    mock.updates.lock().unwrap().extend([
+        text_update(1, chat, 4, "/digest 2026-10-28"),
+        text_update(2, chat, 4, &format!("/digest {junk}")),
+    ]);
+    let bot = deliver::telegram::bot(&config.telegram).unwrap();
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    let handle =
+        tokio::spawn(TelegramBot::new(bot, store.clone(), Arc::new(config.clone()), None).poll(rx));
+    settle(&mock).await;
+    tx.send(true).unwrap();
+    handle.await.unwrap().unwrap();
+
+    let calls = mock.sent_to(chat);
+    let sent: Vec<String> = texts(&mock, chat);
+    assert!(
+        calls.len() >= 3,
+        "a digest of several messages and one answer: {}",
+        calls.len()
+    );
+    // Spaced by the chat's limit: no 429 was provoked, so no message was sent twice.
+    let mut distinct = sent.clone();
+    distinct.dedup();
+    assert_eq!(
+        distinct.len(),
+        sent.len(),
+        "a message was refused and resent"
+    );
+    for pair in calls.windows(2) {
+        assert!(
+            pair[1].at.duration_since(pair[0].at) >= Duration::from_millis(1_000),
+            "two messages less than a second apart"
+        );
+    }
+    // The whole digest arrived: its last message carries the generation notes.
+    let digest_last = &sent[sent.len() - 2];
+    assert!(digest_last.contains("生成模式"), "{digest_last}");
+    // A 4,000-character bad argument is quoted short, so the answer fits one message.
+    let answer = sent.last().unwrap();
+    assert!(
+        answer.chars().count() < 300 && answer.contains("yyyy"),
+        "{answer}"
+    );
+}

@@ -23,6 +23,9 @@ pub enum ChatMode {
     Blocked,
     /// 429 with retry_after 1 on the first message, then fine.
     RateLimitedOnce,
+    /// As Telegram does in one chat: a message less than a second after the previous one
+    /// gets 429 with retry_after 1.
+    OnePerSecond,
     /// "group chat was upgraded": migrate to this id.
     MigrateTo(i64),
     /// Rejects the first HTML message as unparsable.
@@ -94,6 +97,16 @@ fn error(code: u16, description: &str, parameters: Option<Value>) -> Response {
         body["parameters"] = p;
     }
     (axum::http::StatusCode::from_u16(code).unwrap(), Json(body)).into_response()
+}
+
+/// Whether the chat's previous answered SendMessage (before this one) was less than a
+/// second ago. The current call is the last one recorded.
+fn too_soon(mock: &Mock, chat: i64) -> bool {
+    let sent = mock.sent_to(chat);
+    match sent.as_slice() {
+        [.., previous, _current] => previous.at.elapsed() < Duration::from_millis(1_000),
+        _ => false,
+    }
 }
 
 pub fn chat_json(id: i64) -> Value {
@@ -220,6 +233,11 @@ async fn api(
             match mode {
                 ChatMode::Blocked => error(403, "Forbidden: bot was blocked by the user", None),
                 ChatMode::RateLimitedOnce if n == 1 => error(
+                    429,
+                    "Too Many Requests: retry after 1",
+                    Some(json!({"retry_after": 1})),
+                ),
+                ChatMode::OnePerSecond if too_soon(&mock, chat) => error(
                     429,
                     "Too Many Requests: retry after 1",
                     Some(json!({"retry_after": 1})),
