@@ -43,6 +43,21 @@ impl Store {
                 format!("Cannot create the storage directory {}", dir.display())
             })?;
         }
+        // Two processes opening a fresh database at once raced on creating it (switching it
+        // to WAL: "database is locked") and on the migrations ("table already exists"): they
+        // take turns, from connecting to migrated, under an exclusive lock on a file beside it.
+        let lock_path = path.with_extension("migrate.lock");
+        let lock = tokio::task::spawn_blocking(move || -> std::io::Result<std::fs::File> {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&lock_path)?;
+            file.lock()?;
+            Ok(file)
+        })
+        .await?
+        .context("Cannot lock the database for its migrations")?;
         let options = SqliteConnectOptions::from_str("sqlite:")?
             .filename(path)
             .create_if_missing(true)
@@ -57,10 +72,9 @@ impl Store {
             .with_context(|| {
                 format!("Cannot open the database {} (storage.path)", path.display())
             })?;
-        sqlx::migrate!("./migrations")
-            .run(&pool)
-            .await
-            .context("Cannot apply database migrations")?;
+        let migrated = sqlx::migrate!("./migrations").run(&pool).await;
+        drop(lock);
+        migrated.context("Cannot apply database migrations")?;
         Ok(Store { pool })
     }
 

@@ -140,3 +140,19 @@ async fn every_broken_source_is_named_and_the_digest_still_completes() {
             .starts_with("Timed out")
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn processes_opening_a_fresh_database_at_once_take_turns_on_the_migrations() {
+    for _ in 0..5 {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("fresh.sqlite");
+        let opens = (0..4).map(|_| {
+            let path = path.clone();
+            tokio::spawn(async move { kdigest::store::Store::open(&path).await })
+        });
+        for opened in futures::future::join_all(opens).await {
+            let store = opened.unwrap().unwrap_or_else(|e| panic!("{e:#}"));
+            store.close().await;
+        }
+    }
+}
