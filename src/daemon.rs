@@ -31,7 +31,7 @@ pub struct LeaseHeld {
 /// `--once`: how long to wait for retries that are due soon before exiting.
 const ONCE_MAX_WAIT: Duration = Duration::from_secs(60);
 
-fn host_name() -> String {
+pub fn host_name() -> String {
     std::fs::read_to_string("/etc/hostname")
         .ok()
         .map(|h| h.trim().to_string())
@@ -46,7 +46,7 @@ fn holder_id() -> String {
 
 /// True when `holder` is a process on this host that no longer exists: a crashed (kill -9)
 /// daemon, whose lease a restart may take over at once instead of waiting for it to lapse.
-fn holder_is_dead(holder: &str) -> bool {
+pub fn holder_is_dead(holder: &str) -> bool {
     let Some((host, pid)) = holder.rsplit_once(':') else {
         return false;
     };

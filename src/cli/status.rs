@@ -40,7 +40,15 @@ pub async fn run(config: &Config, store: Option<&Store>) -> anyhow::Result<()> {
         Some((holder, until)) if until >= now.timestamp() => {
             let until =
                 DateTime::from_timestamp(until, 0).map_or_else(String::new, |t| t.to_rfc3339());
-            println!("Daemon: running ({holder}, lease until {until})");
+            // A lease outlives a kill -9; a holder on this host that no longer exists is
+            // not running, and the next `kdigest run` takes its lease over at once.
+            if crate::daemon::holder_is_dead(&holder) {
+                println!(
+                    "Daemon: not running (its last holder {holder} died without releasing the lease, which lapses at {until}; `kdigest run` takes it over at once)"
+                );
+            } else {
+                println!("Daemon: running ({holder}, lease until {until})");
+            }
         }
         _ => println!("Daemon: not running"),
     }

@@ -434,3 +434,32 @@ fn an_off_topic_post_never_reaches_the_digest_whatever_the_threshold() {
         stdout(&explain)
     );
 }
+
+#[tokio::test]
+async fn status_says_a_dead_lease_holder_is_not_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = file_config(dir.path());
+    let store = kdigest::store::Store::open(&dir.path().join("db/kdigest.sqlite"))
+        .await
+        .unwrap();
+    // A process of this host that has exited holds a lease that has not lapsed (kill -9).
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    child.wait().unwrap();
+    let holder = format!("{}:{pid}", kdigest::daemon::host_name());
+    assert!(
+        store
+            .try_lease(kdigest::daemon::LEASE, &holder, 3_600, chrono::Utc::now())
+            .await
+            .unwrap()
+    );
+    store.close().await;
+    let out = kdigest(&config, &["status"]);
+    let text = stdout(&out);
+    assert!(
+        text.contains(&format!(
+            "Daemon: not running (its last holder {holder} died"
+        )),
+        "{text}"
+    );
+}
