@@ -76,24 +76,60 @@ impl WebhookSender {
             "Webhook answered HTTP {code} {}",
             status.canonical_reason().unwrap_or("")
         );
-        match code {
-            408 | 425 | 429 | 500..=599 => Err(SendError::Transient {
-                reason,
-                retry_after,
-            }),
-            404 | 410 => Err(SendError::Permanent {
-                reason: format!("{reason}: the webhook no longer exists"),
-            }),
-            _ => Err(SendError::Permanent {
-                reason: format!("{reason}: the receiver refuses our requests"),
-            }),
-        }
+        Err(classify(code, reason, retry_after))
+    }
+}
+
+/// Each status decided deliberately. Only "this webhook is gone" disables a subscriber: a
+/// 401/403 is most often our side (a rotated signing key answers 401 at every receiver at
+/// once) and must not disable them all, so it is retried with backoff and, after the last
+/// attempt, fails that delivery only.
+fn classify(code: u16, reason: String, retry_after: Option<std::time::Duration>) -> SendError {
+    match code {
+        408 | 425 | 429 | 500..=599 => SendError::Transient {
+            reason,
+            retry_after,
+        },
+        401 | 403 => SendError::Transient {
+            reason: format!(
+                "{reason}: the receiver refuses our credentials (check the signing key, delivery.webhook_secret_env)"
+            ),
+            retry_after,
+        },
+        404 | 410 => SendError::Permanent {
+            reason: format!("{reason}: the webhook no longer exists"),
+        },
+        413 => SendError::Failed {
+            reason: format!("{reason}: the digest is larger than the receiver accepts"),
+        },
+        _ => SendError::Failed {
+            reason: format!("{reason}: the receiver refused this delivery"),
+        },
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_gone_webhook_disables_and_auth_refusals_are_retried() {
+        let kind = |code| match classify(code, "x".into(), None) {
+            SendError::Transient { .. } => "retry",
+            SendError::Permanent { .. } => "disable",
+            SendError::Failed { .. } => "fail",
+            _ => "other",
+        };
+        assert_eq!(kind(404), "disable");
+        assert_eq!(kind(410), "disable");
+        assert_eq!(kind(401), "retry");
+        assert_eq!(kind(403), "retry");
+        assert_eq!(kind(429), "retry");
+        assert_eq!(kind(503), "retry");
+        assert_eq!(kind(413), "fail");
+        assert_eq!(kind(400), "fail");
+        assert_eq!(kind(302), "fail");
+    }
 
     #[test]
     fn signature_matches_a_known_hmac() {
