@@ -132,6 +132,33 @@ pub fn can_manage(interaction: &Value) -> bool {
     }
 }
 
+/// What the bot needs in a channel to post a digest there.
+const NEEDED: &[(u64, &str)] = &[
+    (1 << 10, "View Channel"),
+    (1 << 11, "Send Messages"),
+    (1 << 14, "Embed Links"),
+];
+
+/// The permissions among [`NEEDED`] that the interaction's `app_permissions` (the bot's
+/// permissions in the channel) lacks; none when Discord does not send the field.
+pub fn missing_permissions(interaction: &Value) -> Vec<&'static str> {
+    let Some(bits) = interaction["app_permissions"]
+        .as_str()
+        .and_then(|b| b.parse::<u64>().ok())
+    else {
+        return Vec::new();
+    };
+    // Administrator (1 << 3) implies every permission.
+    if bits & (1 << 3) != 0 {
+        return Vec::new();
+    }
+    NEEDED
+        .iter()
+        .filter(|(bit, _)| bits & bit == 0)
+        .map(|(_, name)| *name)
+        .collect()
+}
+
 pub struct DiscordBot {
     store: Store,
     config: Arc<Config>,
@@ -212,6 +239,7 @@ impl DiscordBot {
             client_language: client_language(interaction),
             cooldowns: &self.cooldowns,
             runs: None,
+            missing_permissions: missing_permissions(interaction),
         };
         Ok(match handle(command, &ctx).await? {
             Reply::Text(text) | Reply::Layers { text, .. } => ephemeral(&text),

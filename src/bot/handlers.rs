@@ -64,6 +64,9 @@ pub struct Ctx<'a> {
     pub client_language: Option<String>,
     pub cooldowns: &'a Cooldowns,
     pub runs: Option<&'a RunTrigger>,
+    /// Permissions the bot lacks to post the digest here (Discord's `app_permissions`);
+    /// empty where the platform does not say (Telegram reports it at send time).
+    pub missing_permissions: Vec<&'static str>,
 }
 
 impl Ctx<'_> {
@@ -140,6 +143,14 @@ pub async fn handle(command: Command, ctx: &Ctx<'_>) -> anyhow::Result<Reply> {
         Command::Subscribe { layers, min_score } => {
             if !ctx.can_manage {
                 return Ok(manage_denied());
+            }
+            // Subscribing a channel the bot cannot post to would only disable it at the
+            // first delivery: say now what to grant.
+            if !ctx.missing_permissions.is_empty() {
+                return text(t.fill(
+                    "bot_missing_permissions",
+                    &[("permissions", &ctx.missing_permissions.join(", "))],
+                ));
             }
             match subscriber {
                 Some(mut s) => {

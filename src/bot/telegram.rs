@@ -276,6 +276,7 @@ impl TelegramBot {
             client_language: client_language(message),
             cooldowns: &self.cooldowns,
             runs: self.runs.as_ref(),
+            missing_permissions: Vec::new(),
         };
         let reply = handle(command, &ctx).await?;
         self.send_reply(message.chat.id, reply).await

@@ -278,6 +278,8 @@ fn interaction(name: &str, options: Value, permissions: &str) -> Value {
     v["data"]["name"] = json!(name);
     v["data"]["options"] = options;
     v["member"]["permissions"] = json!(permissions);
+    // The bot may view, send and embed here (the documented example's bits lack them).
+    v["app_permissions"] = json!(((1u64 << 10) | (1 << 11) | (1 << 14) | 442_368).to_string());
     v["application_id"] = json!("0");
     // The documented example is an en-US client; these members use Discord in Chinese.
     v["locale"] = json!("zh-CN");
