@@ -1,7 +1,9 @@
 //! Extractive summaries: offline, deterministic, no model. Pure.
 //!
 //! - summary: the leading sentences of the primary item (else of any item) within the
-//!   `summarize.summary_chars` budget; headings and boiler-plate lines are skipped.
+//!   `summarize.summary_chars` budget; headings and boiler-plate lines are skipped. When they
+//!   are not in the reader's script (English notes for a zh-CN reader), they are a quote:
+//!   marked, after a lead in the reader's language ("主版本发布，5 项变化需处理。发布说明摘录：「…」").
 //! - why it matters: for a release, its breaking and behaviour changes first
 //!   ([`crate::release_notes`]), quoted and marked; then up to two later sentences carrying
 //!   impact cues (a quantified result or words such as "faster", "outperforms"); else a line
@@ -75,6 +77,11 @@ pub fn summarize(candidate: &Candidate, locale: &Locale, budget: usize) -> Event
         .as_ref()
         .map(|n| n.changes_to_act_on())
         .unwrap_or_default();
+    let summary = if in_reader_script(&summary, locale) {
+        summary
+    } else {
+        quoted_summary(candidate, locale, &summary, all_changes.len(), budget)
+    };
     let changes: Vec<&str> = all_changes.iter().take(2).copied().collect();
     let cues: Vec<&String> = sentences[used.min(sentences.len())..]
         .iter()
@@ -159,7 +166,7 @@ pub fn summarize(candidate: &Candidate, locale: &Locale, budget: usize) -> Event
         .quantified
         .iter()
         .take(2)
-        .map(|q| locale.fill("quote", &[("text", q)]))
+        .map(|q| locale.fill("quote", &[("text", &spaced_figure(q))]))
         .collect();
     let has_claims = !claims.is_empty();
     let watch_key = match (event.primary().kind, candidate.assessment.release) {
@@ -197,6 +204,80 @@ pub fn summarize(candidate: &Candidate, locale: &Locale, budget: usize) -> Event
         why_it_matters,
         brief,
         watch,
+    }
+}
+
+/// A figure as a reader writes it: "1,530 TFLOPS" and "3.9 TB/s", but "40x" and "68%"
+/// (quantified results are kept without the space, as keys).
+fn spaced_figure(figure: &str) -> String {
+    let unit_at = figure
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == ','))
+        .unwrap_or(figure.len());
+    let unit = &figure[unit_at..];
+    if unit.chars().count() > 1 && unit.starts_with(|c: char| c.is_ascii_alphabetic()) {
+        format!("{} {unit}", &figure[..unit_at])
+    } else {
+        figure.to_string()
+    }
+}
+
+/// Whether `text` is written in the reader's script (the locale's `script`: han or latin).
+/// Text that is not is the source's words in another language: a quote.
+fn in_reader_script(text: &str, locale: &Locale) -> bool {
+    let han = text.chars().any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c));
+    match locale.get("script") {
+        "han" => han,
+        _ => !han,
+    }
+}
+
+/// The summary for a reader of another language than the source: a lead in the reader's
+/// language that says what the event is (its kind, its source, how many changes it asks
+/// for), then the source's own sentences, quoted.
+fn quoted_summary(
+    candidate: &Candidate,
+    locale: &Locale,
+    extract: &str,
+    changes: usize,
+    budget: usize,
+) -> String {
+    let primary = candidate.event.primary();
+    let key = match primary.kind {
+        ItemKind::Release => "summary_quoted_release",
+        ItemKind::Paper => "summary_quoted_paper",
+        ItemKind::Post => "summary_quoted_post",
+    };
+    let changes = if changes > 0 {
+        locale.fill("summary_changes", &[("n", &changes.to_string())])
+    } else {
+        String::new()
+    };
+    let fill = |quote: &str| {
+        locale.fill(
+            key,
+            &[
+                ("kind", locale.get(&kind_key(candidate))),
+                ("source", &primary.source),
+                ("changes", &changes),
+                ("quote", &locale.fill("quote", &[("text", quote)])),
+            ],
+        )
+    };
+    // The lead takes its share of the budget; the quote gets the rest and always closes.
+    let lead = fill("").chars().count();
+    fill(&truncate_chars(
+        extract,
+        budget.saturating_sub(lead).max(60),
+    ))
+}
+
+/// The locale key naming the event's kind ("主版本发布", "A new paper").
+fn kind_key(candidate: &Candidate) -> String {
+    match (candidate.event.primary().kind, candidate.assessment.release) {
+        (ItemKind::Release, Some(level)) => format!("kind_release_{}", level.as_str()),
+        (ItemKind::Release, None) => "kind_release_minor".to_string(),
+        (ItemKind::Paper, _) => "kind_paper".to_string(),
+        (ItemKind::Post, _) => "kind_post".to_string(),
     }
 }
 
@@ -268,7 +349,7 @@ fn named_systems(text: &str, stack: &[String]) -> Vec<String> {
 
 /// One clause for the overview, in the reader's language: what the event is (a release, a
 /// paper, a post, by name), how many changes it asks of its users, and its main reported
-/// fact quoted ("CUTLASS 5.0.0 发布，含 5 项需要处理的变化：「…2.4x faster.」").
+/// fact quoted ("CUTLASS 5.0.0 发布（5 项变化需处理）：「…2.4x faster.」").
 fn brief(candidate: &Candidate, t: &Locale, sentences: &[String], changes: usize) -> String {
     let primary = candidate.event.primary();
     let title = match primary.kind {
@@ -306,12 +387,7 @@ fn brief(candidate: &Candidate, t: &Locale, sentences: &[String], changes: usize
 
 /// The locale's "why it matters" line, for texts without an impact sentence.
 pub fn fallback_why(candidate: &Candidate, locale: &Locale) -> String {
-    let kind_key = match (candidate.event.primary().kind, candidate.assessment.release) {
-        (ItemKind::Release, Some(level)) => format!("kind_release_{}", level.as_str()),
-        (ItemKind::Release, None) => "kind_release_minor".to_string(),
-        (ItemKind::Paper, _) => "kind_paper".to_string(),
-        (ItemKind::Post, _) => "kind_post".to_string(),
-    };
+    let kind_key = kind_key(candidate);
     let layers = candidate
         .classification
         .layers
@@ -445,6 +521,14 @@ fn ends_with_abbreviation(s: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn figures_read_as_written() {
+        assert_eq!(spaced_figure("1,530TFLOPS"), "1,530 TFLOPS");
+        assert_eq!(spaced_figure("3.9TB/s"), "3.9 TB/s");
+        assert_eq!(spaced_figure("40x"), "40x");
+        assert_eq!(spaced_figure("68%"), "68%");
+    }
+
     #[test]
     fn named_systems_keep_the_sources_spelling_and_version() {
         let stack: Vec<String> = ["flashattention", "cudnn", "vllm", "cute"]
