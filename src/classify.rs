@@ -88,15 +88,24 @@ pub struct Classification {
 /// The relevance evidence of an event and how it was reached.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Relevance {
-    /// In [0, 1]: 1 - exp(-evidence / EVIDENCE_SCALE).
-    pub value: f64,
-    pub evidence: f64,
     pub title_points: f64,
     /// Text points after the length factor.
     pub text_points: f64,
     pub negative_points: f64,
     pub length_factor: f64,
     pub words: usize,
+}
+
+impl Relevance {
+    /// Title and text points less the neighbouring fields'.
+    pub fn evidence(&self) -> f64 {
+        self.title_points + self.text_points - self.negative_points
+    }
+
+    /// In [0, 1]: 1 - exp(-evidence / EVIDENCE_SCALE), 0 when the evidence is not positive.
+    pub fn value(&self) -> f64 {
+        (1.0 - (-self.evidence().max(0.0) / EVIDENCE_SCALE).exp()).clamp(0.0, 1.0)
+    }
 }
 
 #[derive(Default, Clone, Copy)]
@@ -209,10 +218,6 @@ impl Classifier {
                 title_keywords.push(pattern.phrase.clone());
             }
         }
-        relevance.evidence =
-            relevance.title_points + relevance.text_points - relevance.negative_points;
-        relevance.value =
-            (1.0 - (-relevance.evidence.max(0.0) / EVIDENCE_SCALE).exp()).clamp(0.0, 1.0);
         let layers = layer_points
             .iter()
             .zip(&anchored)
@@ -405,7 +410,7 @@ mod tests {
         let short = classifier().classify(&event("MLIR fusion", "An ML systems paper."));
         let r = &short.relevance;
         assert_eq!((r.title_points, r.text_points), (6.0, 1.0));
-        assert!((r.value - (1.0 - (-7.0f64 / EVIDENCE_SCALE).exp())).abs() < 1e-12);
+        assert!((r.value() - (1.0 - (-7.0f64 / EVIDENCE_SCALE).exp())).abs() < 1e-12);
         let long_text = format!("MLIR fusion. {}", "word ".repeat(998));
         let long = classifier().classify(&event("x", &long_text));
         // 1000 words: the text counts by sqrt(250 / 1000) = 0.5.
@@ -413,7 +418,7 @@ mod tests {
         assert_eq!(long.relevance.text_points, 1.5);
         let robot = classifier().classify(&event("Robot arms", "MLIR fusion."));
         assert_eq!(robot.negatives, vec!["robot"]);
-        assert_eq!(robot.relevance.evidence, 3.0 - 4.0);
-        assert_eq!(robot.relevance.value, 0.0);
+        assert_eq!(robot.relevance.evidence(), 3.0 - 4.0);
+        assert_eq!(robot.relevance.value(), 0.0);
     }
 }

@@ -287,7 +287,7 @@ pub fn evaluate(day: &Day) -> anyhow::Result<DayReport> {
             c.assessment.score,
             c.classification.layers.join(", "),
             points.join(", "),
-            c.classification.relevance.evidence
+            c.classification.relevance.evidence()
         )
     };
     for link in &selected {

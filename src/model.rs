@@ -88,6 +88,16 @@ impl Event {
         &self.items[0]
     }
 
+    /// The text the event is read from: the first item's that has one, else the primary
+    /// title. Scoring and summaries read the same text.
+    pub fn main_text(&self) -> &str {
+        self.items
+            .iter()
+            .map(|i| i.text.as_str())
+            .find(|t| !t.trim().is_empty())
+            .unwrap_or(self.primary().title.as_str())
+    }
+
     /// Distinct source names in item order.
     pub fn source_names(&self) -> Vec<&str> {
         let mut names: Vec<&str> = Vec::new();

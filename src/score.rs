@@ -20,6 +20,7 @@
 use crate::classify::Classification;
 use crate::config::Config;
 use crate::model::{Event, ItemKind, ReleaseLevel, Score, ScoreComponent, Window};
+use crate::release_notes::{self, ReleaseNotes};
 
 /// The score of one event and what went into it.
 #[derive(Debug, Clone, PartialEq)]
@@ -29,6 +30,9 @@ pub struct Assessment {
     /// Quantified results found in the event's text, in order of appearance, distinct.
     pub quantified: Vec<String>,
     pub release: Option<ReleaseLevel>,
+    /// What a release's notes ask of its users, read once here for the score and the
+    /// summary; None for papers and posts.
+    pub notes: Option<ReleaseNotes>,
 }
 
 /// The share of the gap to 1 that changes to act on close for a release.
@@ -37,23 +41,18 @@ const PAPER_BASE: f64 = 0.5;
 const STACK_BONUS: f64 = 0.15;
 const CODE_BONUS: f64 = 0.1;
 
-/// Whether a paper says its code is out.
-fn releases_code(text: &str) -> bool {
-    let lower = text.to_lowercase();
-    [
-        "code is available",
-        "code is publicly available",
-        "code are available",
-        "code is open-source",
-        "open-sourced",
-        "github.com/",
-        "source code is",
-        "our code",
-        "we release",
-        "we open-source",
-    ]
-    .iter()
-    .any(|p| lower.contains(p))
+/// "Our code is available", "open-sourced", a GitHub link: the paper's code is out.
+static CODE_RELEASED: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+    regex::Regex::new(
+        r"(?i)\b(code (?:and \w+ )?(?:is|are) (?:publicly |openly )?(?:available|open[- ]source)|open[- ]sourced?|we (?:release|open[- ]source)|our code|source code is|github\.com/)",
+    )
+    .expect("valid regex")
+});
+
+/// Whether a paper says its code is out: it raises the paper's impact, and its watch item
+/// becomes reproduction rather than the release.
+pub fn releases_code(text: &str) -> bool {
+    CODE_RELEASED.is_match(text)
 }
 
 /// Units that make a number a quantified result, lower-case; a unit that ends in a letter
@@ -145,6 +144,7 @@ pub fn assess(
         }
     }
     let release = primary.release;
+    let notes = release.map(|_| release_notes::read(event.main_text()));
 
     let (source_weight, source_name) = event
         .items
@@ -161,7 +161,7 @@ pub fn assess(
         );
 
     let r = &classification.relevance;
-    let relevance = r.value;
+    let relevance = r.value();
     let relevance_reason = relevance_reason(classification);
 
     let counted = quantified.len().min(3) as f64;
@@ -176,7 +176,7 @@ pub fn assess(
             };
             // Breaking and behaviour changes, and fixes for wrong results, are what users
             // must act on: such a release matters more than its number says.
-            let notes = crate::release_notes::read(&primary.text);
+            let notes = notes.as_ref().expect("read for every release");
             let act_on = notes.changes_to_act_on().len() + notes.correctness.len();
             // Each bonus closes part of the gap to 1, so no minor release, however much
             // it asks of its users, ties a major one.
@@ -206,7 +206,7 @@ pub fn assess(
         // does not make it minor.
         None if primary.kind == ItemKind::Paper => {
             let stack = !classification.stack.is_empty();
-            let code = releases_code(&primary.text);
+            let code = releases_code(event.main_text());
             let value = PAPER_BASE
                 + 0.05 * counted
                 + if stack { STACK_BONUS } else { 0.0 }
@@ -297,17 +297,18 @@ pub fn assess(
         breakdown,
         quantified,
         release,
+        notes,
     }
 }
 
-/// "evidence 7.3 of 10 = title 4.0 (mlir, fusion) + text 4.3 (3 phrases, ×0.71 for 500
-/// words) − neighbouring fields 0.0"
+/// "evidence 7.3 (relevance 1 - e^(-evidence/6)) = title 4.0 (mlir, fusion) + text 4.3 (3
+/// phrases: …; ×0.71 for 500 words) − neighbouring fields 0.0 (none)"
 fn relevance_reason(c: &Classification) -> String {
     let r = &c.relevance;
     let body = c.keywords.len();
     let mut out = format!(
         "evidence {:.1} (relevance 1 - e^(-evidence/{})) = title {:.1} ({}) + text {:.1} ({body} phrases: {}",
-        r.evidence,
+        r.evidence(),
         crate::classify::EVIDENCE_SCALE,
         r.title_points,
         list_or_none(&c.title_keywords),

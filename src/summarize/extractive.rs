@@ -37,22 +37,9 @@ static IMPACT_CUE: LazyLock<Regex> = LazyLock::new(|| {
     .expect("valid regex")
 });
 
-/// A paper that says its code is out: what to watch is reproduction, not the release.
-static CODE_RELEASED: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(
-        r"(?i)\b(code (?:and \w+ )?(?:is|are) (?:publicly |openly )?available|open[- ]sourced?|we release|github\.com/)",
-    )
-    .expect("valid regex")
-});
-
 pub fn summarize(candidate: &Candidate, locale: &Locale, budget: usize) -> EventText {
     let event = &candidate.event;
-    let text = event
-        .items
-        .iter()
-        .map(|i| i.text.as_str())
-        .find(|t| !t.trim().is_empty())
-        .unwrap_or(event.primary().title.as_str());
+    let text = event.main_text();
     let sentences = sentences(text);
 
     let mut used = 0;
@@ -72,7 +59,13 @@ pub fn summarize(candidate: &Candidate, locale: &Locale, budget: usize) -> Event
 
     // Breaking and behaviour changes are the first thing an engineer needs from release
     // notes: they always lead "why it matters", quoted and marked.
-    let notes = (event.primary().kind == ItemKind::Release).then(|| release_notes::read(text));
+    // Scoring read them (a post announcing a release has notes for its score, but its
+    // summary is a post's).
+    let notes = candidate
+        .assessment
+        .notes
+        .as_ref()
+        .filter(|_| event.primary().kind == ItemKind::Release);
     let all_changes: Vec<&str> = notes
         .as_ref()
         .map(|n| n.changes_to_act_on())
@@ -127,8 +120,8 @@ pub fn summarize(candidate: &Candidate, locale: &Locale, budget: usize) -> Event
             .collect::<Vec<_>>()
             .join(" ")
     };
-    let correctness = notes.as_ref().map_or(&[][..], |n| &n.correctness[..]);
-    let fixes = notes.as_ref().map_or(&[][..], |n| &n.fixes[..]);
+    let correctness = notes.map_or(&[][..], |n| &n.correctness[..]);
+    let fixes = notes.map_or(&[][..], |n| &n.fixes[..]);
     let why_it_matters = if changes.is_empty() && !correctness.is_empty() {
         let marked = locale.fill(
             "why_correctness",
@@ -176,10 +169,10 @@ pub fn summarize(candidate: &Candidate, locale: &Locale, budget: usize) -> Event
         }
         (ItemKind::Release, _) if !correctness.is_empty() => "watch_release_correctness",
         (ItemKind::Release, _) => "watch_release",
-        (ItemKind::Paper, _) if CODE_RELEASED.is_match(text) && has_claims => {
+        (ItemKind::Paper, _) if crate::score::releases_code(text) && has_claims => {
             "watch_paper_code_claims"
         }
-        (ItemKind::Paper, _) if CODE_RELEASED.is_match(text) => "watch_paper_code",
+        (ItemKind::Paper, _) if crate::score::releases_code(text) => "watch_paper_code",
         (ItemKind::Paper, _) if has_claims => "watch_paper_claims",
         (ItemKind::Paper, _) => "watch_paper",
         (ItemKind::Post, _) if has_claims => "watch_post_claims",
@@ -598,6 +591,7 @@ mod tests {
                 breakdown: vec![],
                 quantified: vec![],
                 release: (kind == ItemKind::Release).then_some(ReleaseLevel::Minor),
+                notes: (kind == ItemKind::Release).then(|| release_notes::read(text)),
             },
         }
     }

@@ -441,6 +441,17 @@ pub fn request_body(
         "layers": candidate.classification.layers,
         "sources": sources,
     });
+    chat_body(model, &system, &data, max_tokens)
+}
+
+/// A deterministic JSON-mode chat request (its hash is the cache key): the instructions as
+/// the system message, the data as the user message.
+pub(super) fn chat_body(
+    model: &str,
+    system: &str,
+    data: &serde_json::Value,
+    max_tokens: u32,
+) -> serde_json::Value {
     json!({
         "model": model,
         "temperature": 0,
@@ -495,16 +506,7 @@ pub fn headline_request(
             })
         })
         .collect();
-    json!({
-        "model": model,
-        "temperature": 0,
-        "max_tokens": max_tokens,
-        "response_format": {"type": "json_object"},
-        "messages": [
-            {"role": "system", "content": system},
-            {"role": "user", "content": json!({"events": events}).to_string()},
-        ],
-    })
+    chat_body(model, &system, &json!({"events": events}), max_tokens)
 }
 
 /// Checks a headline reply: shape, lengths, numbers of the day's sources, no links. Pure.

@@ -55,16 +55,7 @@ pub fn request(
         "source": item.source,
         "text": item.text.chars().take(MAX_TEXT_CHARS).collect::<String>(),
     });
-    json!({
-        "model": model,
-        "temperature": 0,
-        "max_tokens": max_tokens,
-        "response_format": {"type": "json_object"},
-        "messages": [
-            {"role": "system", "content": system},
-            {"role": "user", "content": data.to_string()},
-        ],
-    })
+    super::llm::chat_body(model, &system, &data, max_tokens)
 }
 
 /// The reply, checked: a rating in 1..=10, a short reason without links or digits, layers
