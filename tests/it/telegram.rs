@@ -37,6 +37,33 @@ async fn settle(mock: &Mock) {
     }
 }
 
+/// The fixture-day configuration with a Telegram bot on the mock Bot API; the token is put
+/// in `env` (unique per test: tests run in parallel threads). `telegram` adds keys to the
+/// [telegram] table.
+fn bot_config(
+    feeds: &str,
+    api: &str,
+    dir: &std::path::Path,
+    env: &str,
+    telegram: &str,
+) -> kdigest::config::Config {
+    unsafe { std::env::set_var(env, TOKEN) };
+    let extra = format!("[telegram]\napi_url = \"{api}\"\ntoken_env = \"{env}\"\n{telegram}");
+    fixture_config(&format!("{feeds}/feeds"), dir, &extra)
+}
+
+/// Long-polls the mock with the real bot until every scripted update is answered, then
+/// shuts the bot down.
+async fn poll_until_settled(config: &kdigest::config::Config, store: &Store, mock: &Mock) {
+    let bot = deliver::telegram::bot(&config.telegram).unwrap();
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    let handle =
+        tokio::spawn(TelegramBot::new(bot, store.clone(), Arc::new(config.clone()), None).poll(rx));
+    settle(mock).await;
+    tx.send(true).unwrap();
+    handle.await.unwrap().unwrap();
+}
+
 fn texts(mock: &Mock, chat: i64) -> Vec<String> {
     mock.sent_to(chat)
         .iter()
@@ -50,12 +77,13 @@ async fn a_chat_subscribes_tunes_its_filter_and_reads_the_digest() {
     let (api, mock) = spawn_mock().await;
     mock.admins.lock().unwrap().push(1);
     let dir = tempfile::tempdir().unwrap();
-    let env = "KDIGEST_TEST_TG_TOKEN_BOT";
-    unsafe { std::env::set_var(env, TOKEN) };
-    let extra = format!(
-        "[telegram]\napi_url = \"{api}\"\ntoken_env = \"{env}\"\nadmins = [9]\ndigest_cooldown_secs = 60\n"
+    let config = bot_config(
+        &feeds.base,
+        &api,
+        dir.path(),
+        "KDIGEST_TEST_TG_TOKEN_BOT",
+        "admins = [9]\ndigest_cooldown_secs = 60\n",
     );
-    let config = fixture_config(&format!("{}/feeds", feeds.base), dir.path(), &extra);
     let store = open_store(&config).await;
     pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
         .await
@@ -87,13 +115,7 @@ async fn a_chat_subscribes_tunes_its_filter_and_reads_the_digest() {
     ];
     mock.updates.lock().unwrap().extend(script);
 
-    let bot = deliver::telegram::bot(&config.telegram).unwrap();
-    let (tx, rx) = tokio::sync::watch::channel(false);
-    let handle =
-        tokio::spawn(TelegramBot::new(bot, store.clone(), Arc::new(config.clone()), None).poll(rx));
-    settle(&mock).await;
-    tx.send(true).unwrap();
-    handle.await.unwrap().unwrap();
+    poll_until_settled(&config, &store, &mock).await;
 
     assert_eq!(
         mock.problems.lock().unwrap().clone(),
@@ -351,10 +373,13 @@ async fn webhook_mode_accepts_signed_updates_only() {
     let feeds = spawn_feed_server().await;
     let (api, mock) = spawn_mock().await;
     let dir = tempfile::tempdir().unwrap();
-    let env = "KDIGEST_TEST_TG_TOKEN_HOOK";
-    unsafe { std::env::set_var(env, TOKEN) };
-    let extra = format!("[telegram]\napi_url = \"{api}\"\ntoken_env = \"{env}\"\n");
-    let config = fixture_config(&format!("{}/feeds", feeds.base), dir.path(), &extra);
+    let config = bot_config(
+        &feeds.base,
+        &api,
+        dir.path(),
+        "KDIGEST_TEST_TG_TOKEN_HOOK",
+        "",
+    );
     let store = open_store(&config).await;
     let mut bot = TelegramBot::new(
         deliver::telegram::bot(&config.telegram).unwrap(),
@@ -415,10 +440,13 @@ async fn a_digest_reply_of_several_messages_keeps_to_one_per_second_in_the_chat(
     let feeds = spawn_feed_server().await;
     let (api, mock) = spawn_mock().await;
     let dir = tempfile::tempdir().unwrap();
-    let env = "KDIGEST_TEST_TG_TOKEN_PACED";
-    unsafe { std::env::set_var(env, TOKEN) };
-    let extra = format!("[telegram]\napi_url = \"{api}\"\ntoken_env = \"{env}\"\n");
-    let config = fixture_config(&format!("{}/feeds", feeds.base), dir.path(), &extra);
+    let config = bot_config(
+        &feeds.base,
+        &api,
+        dir.path(),
+        "KDIGEST_TEST_TG_TOKEN_PACED",
+        "",
+    );
     let store = open_store(&config).await;
     pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
         .await
@@ -433,13 +461,7 @@ async fn a_digest_reply_of_several_messages_keeps_to_one_per_second_in_the_chat(
         text_update(1, chat, 4, "/digest 2026-10-28"),
         text_update(2, chat, 4, &format!("/digest {junk}")),
     ]);
-    let bot = deliver::telegram::bot(&config.telegram).unwrap();
-    let (tx, rx) = tokio::sync::watch::channel(false);
-    let handle =
-        tokio::spawn(TelegramBot::new(bot, store.clone(), Arc::new(config.clone()), None).poll(rx));
-    settle(&mock).await;
-    tx.send(true).unwrap();
-    handle.await.unwrap().unwrap();
+    poll_until_settled(&config, &store, &mock).await;
 
     let calls = mock.sent_to(chat);
     let sent: Vec<String> = texts(&mock, chat);
