@@ -229,6 +229,7 @@ async fn run_forever(
         discord: discord_bot,
         account,
         blog: Some(blog.clone()),
+        delivery: Some(engine.clone()),
     };
     let router = crate::web::router(metrics.clone(), services);
     let flusher = {
@@ -264,6 +265,7 @@ async fn run_forever(
             break;
         };
         tracing::info!(message = "Next run scheduled", at = %next);
+        metrics.next_run(next.timestamp());
         let wait = (next - Utc::now()).to_std().unwrap_or_default();
         let retry_shutdown = shutdown.clone();
         tokio::select! {

@@ -13,6 +13,9 @@ pub struct Metrics {
     fetch_failures: Mutex<BTreeMap<String, u64>>,
     llm_prompt_tokens: AtomicU64,
     llm_completion_tokens: AtomicU64,
+    worker_restarts: Mutex<BTreeMap<String, u64>>,
+    /// When the schedule runs next (unix seconds; 0: not known).
+    next_run_unix: AtomicI64,
 }
 
 impl Metrics {
@@ -25,6 +28,19 @@ impl Metrics {
         let mut map = self.deliveries.lock().expect("metrics lock");
         *map.entry((channel.to_string(), status.to_string()))
             .or_default() += 1;
+    }
+
+    pub fn worker_restart(&self, channel: &str) {
+        *self
+            .worker_restarts
+            .lock()
+            .expect("metrics lock")
+            .entry(channel.to_string())
+            .or_default() += 1;
+    }
+
+    pub fn next_run(&self, at_unix: i64) {
+        self.next_run_unix.store(at_unix, Ordering::Relaxed);
     }
 
     pub fn llm_usage(&self, usage: &crate::model::LlmUsage) {
@@ -82,6 +98,19 @@ impl Metrics {
         out.push_str("# TYPE kdigest_seconds_since_last_success gauge\n");
         let since = if last == 0 { -1 } else { now_unix - last };
         out.push_str(&format!("kdigest_seconds_since_last_success {since}\n"));
+        out.push_str("# HELP kdigest_next_run_timestamp_seconds When the schedule runs next (unix time; 0: not known).\n");
+        out.push_str("# TYPE kdigest_next_run_timestamp_seconds gauge\n");
+        out.push_str(&format!(
+            "kdigest_next_run_timestamp_seconds {}\n",
+            self.next_run_unix.load(Ordering::Relaxed)
+        ));
+        out.push_str("# HELP kdigest_worker_restarts_total Delivery workers restarted after an error or a panic, by channel.\n");
+        out.push_str("# TYPE kdigest_worker_restarts_total counter\n");
+        for (channel, n) in self.worker_restarts.lock().expect("metrics lock").iter() {
+            out.push_str(&format!(
+                "kdigest_worker_restarts_total{{channel=\"{channel}\"}} {n}\n"
+            ));
+        }
         out
     }
 }

@@ -342,6 +342,7 @@ mod tests {
             SendError::Outage { .. } => "outage",
             SendError::Failed { .. } => "failed",
             SendError::Transient { .. } => "retry",
+            SendError::Refused { .. } => "refused",
             SendError::Moved(_) => "moved",
         }
     }

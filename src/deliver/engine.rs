@@ -1,28 +1,50 @@
-//! The delivery engine: per-channel workers claim due outbox rows, wait for the rate limits,
-//! send, and settle each row (sent, retry with backoff, or failed and the subscriber
-//! disabled). Concurrency per channel is bounded by config; on shutdown nothing new is
-//! claimed and in-flight sends finish.
+//! The delivery engine: per-channel workers claim due outbox rows whose destination is
+//! ready, wait for the rate limits, send, and settle each row (sent, retry with backoff,
+//! deferred while its destination is paused, or failed and the subscriber disabled).
+//!
+//! It heals itself: each channel worker is supervised and restarted after an error or a
+//! panic (and reported by `/healthz` while it is down); a panic in one delivery settles
+//! that row as a retry; a reaper returns claims whose expiry passed; a settle that no
+//! longer holds its row's claim token changes nothing. Concurrency per channel is bounded
+//! by config; on shutdown nothing new is claimed and in-flight sends finish.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, NaiveDate, Utc};
+use futures::FutureExt as _;
 use sha2::{Digest as _, Sha256};
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
+use super::health::Health;
 use super::limits::Limits;
-
-/// How long a channel pauses after an outage (at most `delivery.backoff_max`).
-const OUTAGE_PAUSE: Duration = Duration::from_secs(60);
 use super::webhook::WebhookSender;
 use super::{RenderCache, SendError, Sender, plan};
 use crate::config::{Config, DeliveryConfig, Secret};
 use crate::metrics::Metrics;
 use crate::model::Digest;
-use crate::store::{Claimed, Store};
+use crate::store::{Claimed, Settled, Store, WHOLE_CHANNEL, is_busy};
 use crate::subscriber::{Channel, Status};
+
+/// How long a channel pauses after an outage (at most `delivery.backoff_max`).
+const OUTAGE_PAUSE: Duration = Duration::from_secs(60);
+/// How often expired claims are returned to the queue.
+const REAP_EVERY: Duration = Duration::from_secs(15);
+/// A worker that stopped is restarted after 1, 2, 4 ... at most this many seconds.
+const RESTART_MAX: Duration = Duration::from_secs(30);
+/// A one-off run gives up after this many restarts of one worker.
+const ONCE_MAX_RESTARTS: u32 = 5;
+/// How long a worker waits when the database is busy before it claims again.
+const BUSY_WAIT: Duration = Duration::from_millis(250);
+/// Digests kept in memory (the newest dates); older ones are loaded again when needed.
+const CACHED_DIGESTS: usize = 7;
+/// `/healthz` calls the outbox stuck when ready rows are this overdue and nothing was
+/// settled for as long.
+const STUCK_AFTER: Duration = Duration::from_secs(120);
 
 /// When a worker stops.
 #[derive(Debug, Clone, Copy)]
@@ -38,9 +60,14 @@ pub struct Engine {
     delivery: DeliveryConfig,
     senders: HashMap<Channel, Sender>,
     limits: HashMap<Channel, Limits>,
-    cache: RenderCache,
-    digests: Mutex<HashMap<NaiveDate, Arc<Digest>>>,
+    cache: Arc<RenderCache>,
+    digests: Mutex<BTreeMap<NaiveDate, Arc<Digest>>>,
     metrics: Arc<Metrics>,
+    health: Health,
+    refusals: Mutex<HashMap<Channel, Refusals>>,
+    /// Claim tokens are this prefix (process and start time) and a counter.
+    token_prefix: String,
+    claims: AtomicU64,
 }
 
 impl Engine {
@@ -111,9 +138,13 @@ impl Engine {
             delivery: config.delivery.clone(),
             senders,
             limits,
-            cache: RenderCache::new(config.digest.templates_dir.clone()),
-            digests: Mutex::new(HashMap::new()),
+            cache: Arc::new(RenderCache::new(config.digest.templates_dir.clone())),
+            digests: Mutex::new(BTreeMap::new()),
             metrics,
+            health: Health::default(),
+            refusals: Mutex::new(HashMap::new()),
+            token_prefix: format!("{}-{}", std::process::id(), Utc::now().timestamp_micros()),
+            claims: AtomicU64::new(0),
         })
     }
 
@@ -128,10 +159,7 @@ impl Engine {
     /// Plans the digest for every active subscriber, in one transaction. Idempotent.
     pub async fn plan(&self, digest: &Digest) -> anyhow::Result<u64> {
         // This digest is the current version of its date (it may have been regenerated).
-        self.digests
-            .lock()
-            .expect("digest cache lock")
-            .insert(digest.date, Arc::new(digest.clone()));
+        self.remember_digest(Arc::new(digest.clone()));
         self.cache.forget(digest.date);
         let subscribers = self.store.active_subscribers().await?;
         let skipped = subscribers
@@ -153,22 +181,99 @@ impl Engine {
         Ok(inserted)
     }
 
-    /// Runs one worker per channel until `until`.
+    /// Runs one supervised worker per channel, and the reaper, until `until`.
     pub async fn run(
         self: &Arc<Self>,
         until: Until,
         shutdown: watch::Receiver<bool>,
     ) -> anyhow::Result<()> {
+        let reaper = tokio::spawn(self.clone().reap(shutdown.clone()));
         let mut workers = JoinSet::new();
         for channel in self.channels() {
             let engine = self.clone();
             let shutdown = shutdown.clone();
-            workers.spawn(async move { engine.run_channel(channel, until, shutdown).await });
+            workers.spawn(async move { engine.supervise(channel, until, shutdown).await });
         }
-        while let Some(result) = workers.join_next().await {
-            result??;
+        let mut result = Ok(());
+        while let Some(joined) = workers.join_next().await {
+            if let Err(error) = joined.map_err(anyhow::Error::from).and_then(|r| r) {
+                result = Err(error);
+            }
         }
-        Ok(())
+        reaper.abort();
+        result
+    }
+
+    /// Returns expired claims to the queue every [`REAP_EVERY`].
+    async fn reap(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+        loop {
+            match self.store.requeue_expired(Utc::now()).await {
+                Ok(0) => {}
+                Ok(requeued) => tracing::warn!(
+                    message = "Re-queued deliveries whose claim expired (a worker hung or died)",
+                    requeued
+                ),
+                Err(error) => {
+                    tracing::warn!(message = "Cannot re-queue expired claims", error = %format!("{error:#}"))
+                }
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(REAP_EVERY) => {}
+                _ = shutdown.wait_for(|stop| *stop) => return,
+            }
+        }
+    }
+
+    /// Runs one channel's worker and restarts it after an error or a panic, with backoff,
+    /// until it ends normally (shutdown, or idle in a one-off run).
+    async fn supervise(
+        self: Arc<Self>,
+        channel: Channel,
+        until: Until,
+        mut shutdown: watch::Receiver<bool>,
+    ) -> anyhow::Result<()> {
+        let mut restarts = 0u32;
+        loop {
+            let worker = tokio::spawn(self.clone().run_channel(channel, until, shutdown.clone()));
+            let error = match worker.await {
+                Ok(Ok(())) => {
+                    self.health.up(channel);
+                    return Ok(());
+                }
+                Ok(Err(error)) => format!("{error:#}"),
+                Err(join) => format!("the worker panicked: {}", panic_text(join.into_panic())),
+            };
+            restarts += 1;
+            self.health.down(channel, &error, Utc::now());
+            self.metrics.worker_restart(channel.as_str());
+            if matches!(until, Until::Idle { .. }) && restarts > ONCE_MAX_RESTARTS {
+                anyhow::bail!(
+                    "The {} delivery worker failed {restarts} times; its deliveries stay queued: {error}",
+                    channel.as_str()
+                );
+            }
+            let wait = Duration::from_secs(1 << restarts.min(5)).min(RESTART_MAX);
+            tracing::error!(message = "Delivery worker stopped; restarting it", channel = channel.as_str(), restart_in_secs = wait.as_secs(), error = %error);
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = shutdown.wait_for(|stop| *stop) => return Ok(()),
+            }
+        }
+    }
+
+    /// A claim token no other claim has: this process, this claim.
+    fn new_token(&self) -> String {
+        format!(
+            "{}-{}",
+            self.token_prefix,
+            self.claims.fetch_add(1, Ordering::Relaxed)
+        )
+    }
+
+    /// How long a claim stays ours: a whole send with its retries inside one attempt, plus
+    /// the longest wait a worker holds a row for. Extended after every message of a unit.
+    fn claim_expiry(&self) -> DateTime<Utc> {
+        after(self.delivery.timeout.saturating_mul(3) + Duration::from_secs(60))
     }
 
     async fn run_channel(
@@ -201,10 +306,21 @@ impl Engine {
                 continue;
             }
             // Claim only what can start now: a claimed row is one in flight.
-            let batch = self
+            let now = Utc::now();
+            let token = self.new_token();
+            let claimed = self
                 .store
-                .claim_due(channel, Utc::now(), free as i64)
-                .await?;
+                .claim_due(channel, now, free as i64, &token, self.claim_expiry())
+                .await;
+            let batch = match claimed {
+                Ok(batch) => batch,
+                Err(error) if is_busy(&error) => {
+                    tokio::time::sleep(BUSY_WAIT).await;
+                    continue;
+                }
+                Err(error) => return Err(error.context("Cannot claim deliveries")),
+            };
+            self.health.up(channel);
             if batch.is_empty() {
                 if !in_flight.is_empty() {
                     in_flight.join_next().await;
@@ -212,11 +328,10 @@ impl Engine {
                 }
                 let next_due = self.store.next_due(channel).await?;
                 let wait = next_due.map(|t| {
-                    Duration::from_secs(
-                        u64::try_from(t - Utc::now().timestamp())
-                            .unwrap_or(0)
-                            .max(1),
-                    )
+                    (t - Utc::now())
+                        .to_std()
+                        .unwrap_or_default()
+                        .max(Duration::from_millis(10))
                 });
                 let wait = match (until, wait) {
                     (Until::Idle { max_wait }, Some(w)) if w <= max_wait => w,
@@ -238,7 +353,12 @@ impl Engine {
                     .expect("semaphore is never closed");
                 let engine = self.clone();
                 in_flight.spawn(async move {
-                    engine.deliver(claimed, channel).await;
+                    // A panic in one delivery is that delivery's failure, not the worker's.
+                    let delivery = AssertUnwindSafe(engine.deliver(&claimed, channel));
+                    if let Err(panic) = delivery.catch_unwind().await {
+                        let error = anyhow::anyhow!("the delivery panicked: {}", panic_text(panic));
+                        engine.settle_unexpected(&claimed, &error).await;
+                    }
                     drop(permit);
                 });
             }
@@ -249,41 +369,81 @@ impl Engine {
     }
 
     async fn digest(&self, date: NaiveDate) -> anyhow::Result<Option<Arc<Digest>>> {
-        if let Some(d) = self.digests.lock().expect("digest cache lock").get(&date) {
+        if let Some(d) = self.cached_digests().get(&date) {
             return Ok(Some(d.clone()));
         }
         let Some(d) = self.store.load_digest(date).await? else {
             return Ok(None);
         };
         let d = Arc::new(d);
-        self.digests
-            .lock()
-            .expect("digest cache lock")
-            .insert(date, d.clone());
+        self.remember_digest(d.clone());
         Ok(Some(d))
+    }
+
+    fn cached_digests(&self) -> std::sync::MutexGuard<'_, BTreeMap<NaiveDate, Arc<Digest>>> {
+        self.digests.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Keeps the digest of its date, and only the newest [`CACHED_DIGESTS`] dates.
+    fn remember_digest(&self, digest: Arc<Digest>) {
+        let mut digests = self.cached_digests();
+        digests.insert(digest.date, digest);
+        while digests.len() > CACHED_DIGESTS {
+            digests.pop_first();
+        }
     }
 
     /// Sends one claimed delivery and settles its row. Errors are logged, never propagated:
     /// one failing subscriber never stops the others.
-    async fn deliver(&self, c: Claimed, channel: Channel) {
-        if let Err(error) = self.try_deliver(&c, channel).await {
-            tracing::error!(message = "Delivery failed unexpectedly; it will be retried", delivery = %c.id, error = %format!("{error:#}"));
-            // Put the row back in the queue rather than leave it claimed until a restart.
-            let attempts = c.attempts + 1;
-            let next = after(self.backoff(&c.id, attempts));
-            let settle = if attempts >= self.delivery.max_attempts {
-                self.store
-                    .mark_failed(&c.id, attempts, &error.to_string())
-                    .await
-            } else {
-                self.store
-                    .mark_retry(&c.id, attempts, next, &error.to_string())
-                    .await
-            };
-            if let Err(error) = settle {
-                tracing::error!(message = "Cannot settle the delivery row", delivery = %c.id, %error);
-            }
+    async fn deliver(&self, c: &Claimed, channel: Channel) {
+        if let Err(error) = self.try_deliver(c, channel).await {
+            self.settle_unexpected(c, &error).await;
         }
+    }
+
+    /// A delivery failed in kdigest rather than at the receiver (a store error, a render
+    /// error, a panic): the row goes back to the queue with backoff rather than stay
+    /// claimed, and fails after the last attempt.
+    async fn settle_unexpected(&self, c: &Claimed, error: &anyhow::Error) {
+        tracing::error!(message = "Delivery failed unexpectedly; it will be retried", delivery = %c.id, error = %format!("{error:#}"));
+        let attempts = c.attempts + 1;
+        let reason = format!("{error:#}");
+        let settle = if attempts >= self.delivery.max_attempts {
+            self.store.mark_failed(c, attempts, &reason).await
+        } else {
+            let next = after(self.backoff(&c.id, attempts));
+            self.store.mark_retry(c, attempts, next, &reason).await
+        };
+        if let Err(error) = self.settled(c, settle) {
+            tracing::error!(message = "Cannot settle the delivery row; the reaper will re-queue it", delivery = %c.id, error = %format!("{error:#}"));
+        }
+    }
+
+    /// Logs a settle that found its claim gone (fenced off) and counts progress.
+    fn settled(&self, c: &Claimed, settle: anyhow::Result<Settled>) -> anyhow::Result<()> {
+        match settle? {
+            Settled::Done => self.health.progress(Utc::now()),
+            Settled::Lost => tracing::warn!(
+                message = "Delivery claim expired and was taken over; this worker's outcome is dropped",
+                delivery = %c.id
+            ),
+        }
+        Ok(())
+    }
+
+    /// The messages of one delivery, rendered off the async threads (a first render of a
+    /// large digest is milliseconds of CPU).
+    async fn messages(
+        &self,
+        digest: Arc<Digest>,
+        subscriber: &crate::subscriber::Subscriber,
+        channel: Channel,
+    ) -> anyhow::Result<Arc<Vec<String>>> {
+        let cache = self.cache.clone();
+        let filter = subscriber.filter.clone();
+        let language = subscriber.language.clone();
+        tokio::task::spawn_blocking(move || cache.messages(&digest, &filter, &language, channel))
+            .await?
     }
 
     async fn try_deliver(&self, c: &Claimed, channel: Channel) -> anyhow::Result<()> {
@@ -292,24 +452,24 @@ impl Engine {
             Some(s) if s.status == Status::Active => s,
             Some(s) => {
                 let reason = format!("Subscriber is {} now", s.status.as_str());
-                return self.store.mark_failed(&c.id, c.attempts, &reason).await;
+                return self.settled(c, self.store.mark_failed(c, c.attempts, &reason).await);
             }
             None => {
-                return self
+                let settle = self
                     .store
-                    .mark_failed(&c.id, c.attempts, "Subscriber was removed")
+                    .mark_failed(c, c.attempts, "Subscriber was removed")
                     .await;
+                return self.settled(c, settle);
             }
         };
         let Some(digest) = self.digest(c.digest_date).await? else {
-            return self
+            let settle = self
                 .store
-                .mark_failed(&c.id, c.attempts, "The digest is not stored")
+                .mark_failed(c, c.attempts, "The digest is not stored")
                 .await;
+            return self.settled(c, settle);
         };
-        let messages =
-            self.cache
-                .messages(&digest, &subscriber.filter, &subscriber.language, channel)?;
+        let messages = self.messages(digest, &subscriber, channel).await?;
         let sender = &self.senders[&channel];
         let limits = &self.limits[&channel];
         let mut subscriber = subscriber;
@@ -317,9 +477,16 @@ impl Engine {
         let mut moved = false;
         let mut part = c.parts_sent as usize;
         while part < messages.len() {
-            limits
-                .wait(&destination, subscriber.address.is_group())
-                .await;
+            if let Err(until) = limits
+                .acquire(&destination, subscriber.address.is_group())
+                .await
+            {
+                // Paused, or queued behind many messages to the same place: back to the
+                // queue without using an attempt, so this worker serves someone else.
+                let next = utc_at(until);
+                let reason = "Waiting for the destination (paused or busy)";
+                return self.settled(c, self.store.mark_retry(c, c.attempts, next, reason).await);
+            }
             match sender
                 .send(&subscriber.address, &messages[part], &c.id, subscriber.id)
                 .await
@@ -344,6 +511,9 @@ impl Engine {
                         .await?;
                     subscriber.address = address;
                     destination = subscriber.address.destination_key();
+                    self.store
+                        .move_pending_destination(subscriber.id, &destination)
+                        .await?;
                     moved = true;
                 }
                 Err(SendError::Moved(address)) => {
@@ -355,19 +525,35 @@ impl Engine {
                     return self.fail(c, channel, attempts, &reason).await;
                 }
                 Ok(()) => {
+                    self.note_answer(channel, &destination, false);
                     part += 1;
                     if part < messages.len() {
-                        self.store.mark_part_sent(&c.id, part as u32).await?;
+                        let settle = self
+                            .store
+                            .mark_part_sent(c, part as u32, self.claim_expiry())
+                            .await?;
+                        if settle == Settled::Lost {
+                            // Someone else holds the row now; they resume from what we stored.
+                            return self.settled(c, Ok(settle));
+                        }
                     }
                 }
-                Err(SendError::Transient {
-                    reason,
-                    retry_after,
-                }) => {
+                Err(error @ (SendError::Transient { .. } | SendError::Refused { .. })) => {
+                    let (reason, retry_after) = match error {
+                        SendError::Transient {
+                            reason,
+                            retry_after,
+                        } => (reason, retry_after),
+                        SendError::Refused { reason } => {
+                            self.note_answer(channel, &destination, true);
+                            (reason, None)
+                        }
+                        _ => unreachable!("matched above"),
+                    };
                     // A server may ask for any wait; never more than the longest backoff.
                     let retry_after = retry_after.map(|w| w.min(self.delivery.backoff_max));
                     if let Some(wait) = retry_after {
-                        limits.pause(&destination, wait);
+                        self.pause(channel, &destination, wait, &reason).await;
                     }
                     if attempts >= self.delivery.max_attempts {
                         tracing::warn!(message = "Delivery failed after the last attempt", subscriber = %subscriber.address, attempts, error = %reason);
@@ -376,24 +562,27 @@ impl Engine {
                     let wait = retry_after
                         .unwrap_or_default()
                         .max(self.backoff(&c.id, attempts));
-                    let next = after(wait);
                     self.metrics.delivery(channel.as_str(), "retry");
-                    tracing::info!(message = "Delivery will be retried", subscriber = %subscriber.address, attempts, wait_secs = wait.as_secs(), error = %reason);
-                    return self.store.mark_retry(&c.id, attempts, next, &reason).await;
+                    tracing::info!(message = "Delivery will be retried", subscriber = %subscriber.address, attempts, wait_secs = wait.as_secs_f64(), error = %reason);
+                    let settle = self
+                        .store
+                        .mark_retry(c, attempts, after(wait), &reason)
+                        .await;
+                    return self.settled(c, settle);
                 }
                 Err(SendError::Outage { reason }) => {
                     // Nobody's fault but the relay's: no attempt is used, and every delivery
                     // of the channel waits. Reported once per pause, not once per recipient.
                     let wait = self.delivery.backoff_max.min(OUTAGE_PAUSE);
-                    if limits.pause_channel(wait) {
+                    if self.pause_channel(channel, wait, &reason).await {
                         tracing::error!(message = "Channel paused: its relay is down or refused our login; deliveries wait, nobody is marked bounced", channel = channel.as_str(), pause_secs = wait.as_secs_f64(), error = %reason);
                     }
                     self.metrics.delivery(channel.as_str(), "paused");
-                    let next = after(wait);
-                    return self
+                    let settle = self
                         .store
-                        .mark_retry(&c.id, c.attempts, next, &reason)
+                        .mark_retry(c, c.attempts, after(wait), &reason)
                         .await;
+                    return self.settled(c, settle);
                 }
                 Err(SendError::Permanent { reason }) => {
                     tracing::warn!(message = "Subscriber disabled after a permanent delivery failure", subscriber = %subscriber.address, error = %reason);
@@ -410,7 +599,59 @@ impl Engine {
             }
         }
         self.metrics.delivery(channel.as_str(), "sent");
-        self.store.mark_sent(&c.id, attempts, Utc::now()).await
+        let settle = self.store.mark_sent(c, attempts, Utc::now()).await;
+        self.settled(c, settle)
+    }
+
+    /// Pauses one destination, here and in the store (so rows not yet claimed stay queued
+    /// and hold no worker).
+    async fn pause(&self, channel: Channel, destination: &str, wait: Duration, reason: &str) {
+        self.limits[&channel].pause(destination, tokio::time::Instant::now() + wait);
+        if let Err(error) = self
+            .store
+            .pause_destination(channel, destination, after(wait), reason)
+            .await
+        {
+            tracing::warn!(message = "Cannot store a destination's pause; it holds in this process", error = %format!("{error:#}"));
+        }
+    }
+
+    /// Pauses a whole channel; true when it was not paused already.
+    async fn pause_channel(&self, channel: Channel, wait: Duration, reason: &str) -> bool {
+        let fresh = self.limits[&channel].pause_channel(tokio::time::Instant::now() + wait);
+        if fresh {
+            if let Err(error) = self
+                .store
+                .pause_destination(channel, WHOLE_CHANNEL, after(wait), reason)
+                .await
+            {
+                tracing::warn!(message = "Cannot store the channel's pause; it holds in this process", error = %format!("{error:#}"));
+            }
+        }
+        fresh
+    }
+
+    /// Remembers whether a destination refused our credentials. When most recent answers
+    /// on the channel are such refusals from several destinations, the fault is ours (a
+    /// rotated signing key), not theirs: the channel pauses once, with one operator log,
+    /// instead of every receiver using up its attempts.
+    fn note_answer(&self, channel: Channel, destination: &str, refused: bool) {
+        let most_refuse = {
+            let mut refusals = self.refusals.lock().unwrap_or_else(|p| p.into_inner());
+            let window = refusals.entry(channel).or_default();
+            window.note(destination, refused)
+        };
+        if most_refuse {
+            let engine_limits = &self.limits[&channel];
+            if engine_limits.pause_channel(tokio::time::Instant::now() + OUTAGE_PAUSE) {
+                tracing::error!(
+                    message = "Most receivers refuse our credentials (401/403) at once: check the signing key (delivery.webhook_secret_env). The channel is paused; nobody is disabled",
+                    channel = channel.as_str(),
+                    pause_secs = OUTAGE_PAUSE.as_secs()
+                );
+                self.metrics.delivery(channel.as_str(), "paused");
+            }
+        }
     }
 
     /// Settles a delivery as failed and counts it.
@@ -422,7 +663,8 @@ impl Engine {
         reason: &str,
     ) -> anyhow::Result<()> {
         self.metrics.delivery(channel.as_str(), "failed");
-        self.store.mark_failed(&c.id, attempts, reason).await
+        let settle = self.store.mark_failed(c, attempts, reason).await;
+        self.settled(c, settle)
     }
 
     /// Exponential backoff with jitter: base × 2^(attempt-1), capped, times a factor in
@@ -449,9 +691,141 @@ impl Engine {
     pub fn distinct_renders(&self) -> usize {
         self.cache.len()
     }
+
+    /// What is wrong with delivery now, one line each; empty when healthy. A worker that
+    /// is down, or ready rows overdue by [`STUCK_AFTER`] while nothing was settled for as
+    /// long (a large backlog that moves is not stuck).
+    pub async fn problems(&self) -> Vec<String> {
+        let mut problems = self.health.workers_down();
+        let now = Utc::now();
+        let stale = |t: DateTime<Utc>| (now - t).to_std().unwrap_or_default() > STUCK_AFTER;
+        if self.health.last_progress().is_none_or(stale) {
+            for channel in self.channels() {
+                match self.store.oldest_ready_due(channel, now).await {
+                    Ok(Some(due)) if stale(due) => problems.push(format!(
+                        "{} outbox stuck: ready deliveries waiting since {}",
+                        channel.as_str(),
+                        due.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                    )),
+                    Ok(_) => {}
+                    Err(error) => problems.push(format!("cannot read the outbox: {error:#}")),
+                }
+            }
+        }
+        problems
+    }
+
+    /// The outbox gauges for `/metrics`: rows by channel and state, and the age of the
+    /// oldest ready row.
+    pub async fn outbox_metrics(&self) -> anyhow::Result<String> {
+        let now = Utc::now();
+        let mut out = String::new();
+        out.push_str("# HELP kdigest_outbox_rows Deliveries waiting (pending) or in flight (sending), by channel.\n");
+        out.push_str("# TYPE kdigest_outbox_rows gauge\n");
+        for b in self.store.backlog().await? {
+            out.push_str(&format!(
+                "kdigest_outbox_rows{{channel=\"{}\",state=\"{}\"}} {}\n",
+                b.channel, b.status, b.rows
+            ));
+        }
+        out.push_str("# HELP kdigest_outbox_oldest_ready_seconds How long the oldest ready delivery has been due, by channel (0: none).\n");
+        out.push_str("# TYPE kdigest_outbox_oldest_ready_seconds gauge\n");
+        for channel in self.channels() {
+            let age = self
+                .store
+                .oldest_ready_due(channel, now)
+                .await?
+                .map_or(0.0, |due| (now - due).num_milliseconds() as f64 / 1000.0);
+            out.push_str(&format!(
+                "kdigest_outbox_oldest_ready_seconds{{channel=\"{}\"}} {age:.3}\n",
+                channel.as_str()
+            ));
+        }
+        Ok(out)
+    }
 }
 
 /// The time `wait` from now.
 fn after(wait: Duration) -> DateTime<Utc> {
     Utc::now() + chrono::Duration::from_std(wait).unwrap_or_default()
+}
+
+/// The wall-clock time of a monotonic instant.
+fn utc_at(at: tokio::time::Instant) -> DateTime<Utc> {
+    after(at.saturating_duration_since(tokio::time::Instant::now()))
+}
+
+fn panic_text(panic: Box<dyn std::any::Any + Send>) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".into())
+}
+
+/// The latest answers of one channel: which destinations refused our credentials.
+#[derive(Default)]
+struct Refusals {
+    recent: VecDeque<(String, bool)>,
+}
+
+impl Refusals {
+    /// Answers remembered; a verdict needs at least [`Refusals::QUORUM`] of them.
+    const WINDOW: usize = 40;
+    const QUORUM: usize = 10;
+    /// Refusals from this many distinct destinations at least: one receiver that changed
+    /// its key is that receiver's problem.
+    const DISTINCT: usize = 5;
+
+    /// Records one answer; true when most recent answers are refusals from several
+    /// destinations.
+    fn note(&mut self, destination: &str, refused: bool) -> bool {
+        self.recent.push_back((destination.to_string(), refused));
+        if self.recent.len() > Self::WINDOW {
+            self.recent.pop_front();
+        }
+        let refusing: std::collections::BTreeSet<&str> = self
+            .recent
+            .iter()
+            .filter(|(_, r)| *r)
+            .map(|(d, _)| d.as_str())
+            .collect();
+        let refused = self.recent.iter().filter(|(_, r)| *r).count();
+        self.recent.len() >= Self::QUORUM
+            && refused * 2 > self.recent.len()
+            && refusing.len() >= Self::DISTINCT
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn most_destinations_refusing_at_once_is_our_fault_one_is_theirs() {
+        let mut one = Refusals::default();
+        let verdicts: Vec<bool> = (0..40)
+            .map(|i| one.note(if i % 2 == 0 { "a" } else { "b" }, i % 2 == 0 || i % 3 == 0))
+            .collect();
+        assert!(
+            !verdicts.iter().any(|v| *v),
+            "two receivers are not most of them"
+        );
+        let mut many = Refusals::default();
+        let verdicts: Vec<bool> = (0..12)
+            .map(|i| many.note(&format!("host{i}"), true))
+            .collect();
+        assert_eq!(verdicts.iter().position(|v| *v), Some(9), "a quorum first");
+        let mut healthy = Refusals::default();
+        for i in 0..40 {
+            assert!(!healthy.note(&format!("host{i}"), i % 4 == 0));
+        }
+    }
+
+    #[test]
+    fn panics_are_described() {
+        assert_eq!(panic_text(Box::new("boom")), "boom");
+        assert_eq!(panic_text(Box::new(String::from("bang"))), "bang");
+        assert_eq!(panic_text(Box::new(1)), "a panic without a message");
+    }
 }

@@ -1,96 +1,335 @@
-//! Rate limits per channel and per destination (governor), plus per-destination pauses
-//! after a 429 so one rate-limited chat or host never slows the others, and a whole-channel
-//! pause while its relay is down (an outage).
+//! Rate limits and pauses per channel and per destination (a chat, a Discord channel or
+//! webhook, a webhook host, a mail relay).
+//!
+//! One decision, [`Limits::poll`], is taken under one lock at the moment of sending: the
+//! channel's spacing (Telegram 30/s), the destination's spacing (1/s per chat, slower for
+//! groups) and any pause (a 429's Retry-After, a flood-wait, an outage of the relay) are
+//! checked together and both slots are taken together. Reserving the destination's slot
+//! first and then queueing for the channel's let the channel queue eat the destination's
+//! gap (two messages to one chat 33 ms apart); here nothing is reserved while waiting.
+//!
+//! A worker waits for short gaps only. When a destination cannot receive for longer than
+//! its own spacing (paused, or many messages queued for it already) the answer is
+//! [`Slot::Defer`]: the engine gives the row back to the queue, due then, so a paused or
+//! slow destination never holds a worker that another destination could use.
 
 use std::collections::HashMap;
-use std::num::NonZeroU32;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter, Quota, RateLimiter};
 use tokio::time::Instant;
 
 use crate::config::ChannelLimits;
 
+/// How much longer than its own spacing a worker waits for one destination before it
+/// gives the row back.
+const HOLD_MARGIN: Duration = Duration::from_millis(1000);
+
+/// Destinations remembered before ended ones are forgotten (the map stays as large as
+/// the destinations active in the last few seconds).
+const PRUNE_ABOVE: usize = 4096;
+
 pub struct Limits {
-    channel: DefaultDirectRateLimiter,
-    destination: DefaultKeyedRateLimiter<String>,
-    /// A slower limit for group chats (Telegram: about 20 messages a minute).
-    group: Option<DefaultKeyedRateLimiter<String>>,
-    paused: Mutex<HashMap<String, Instant>>,
-    /// The whole channel waits until then (an outage of the relay).
-    channel_paused: Mutex<Option<Instant>>,
+    channel_gap: Duration,
+    destination_gap: Duration,
+    /// The spacing for group chats (Telegram: about 20 messages a minute per group).
+    group_gap: Duration,
+    state: Mutex<State>,
 }
 
-/// A quota of `per_sec` cells per second, spaced evenly (burst 1): a receiver that counts
-/// requests per second never sees a burst above the rate.
-fn quota(per_sec: f64) -> Quota {
-    let period = Duration::from_secs_f64(1.0 / per_sec.max(0.001));
-    Quota::with_period(period)
-        .expect("period is positive")
-        .allow_burst(NonZeroU32::MIN)
+struct State {
+    channel_next: Instant,
+    channel_paused: Instant,
+    destinations: HashMap<String, Destination>,
+    prune_at: usize,
+}
+
+struct Destination {
+    next: Instant,
+    paused_until: Instant,
+    /// Workers waiting to send to this destination now.
+    waiting: u32,
+}
+
+/// What a worker must do before sending to one destination.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Slot {
+    /// Send now: the channel's and the destination's slots are taken.
+    Take,
+    /// Ask again then (the channel's or the destination's spacing; a short wait).
+    WaitUntil(Instant),
+    /// The destination cannot receive for longer than a worker should hold on: give the
+    /// row back to the queue, due then.
+    Defer(Instant),
+}
+
+/// The gap between messages at `per_sec`.
+fn gap(per_sec: f64) -> Duration {
+    Duration::from_secs_f64(1.0 / per_sec.max(0.001))
 }
 
 impl Limits {
     pub fn new(limits: &ChannelLimits, group_per_minute: Option<f64>) -> Limits {
-        Limits {
-            channel: RateLimiter::direct(quota(limits.per_sec)),
-            destination: RateLimiter::keyed(quota(limits.per_destination_per_sec)),
-            group: group_per_minute.map(|per_minute| RateLimiter::keyed(quota(per_minute / 60.0))),
-            paused: Mutex::new(HashMap::new()),
-            channel_paused: Mutex::new(None),
-        }
-    }
-
-    /// Waits until this destination may receive the next message.
-    pub async fn wait(&self, destination: &str, is_group: bool) {
-        let channel_paused = *self.channel_paused.lock().expect("channel pause lock");
-        if let Some(until) = channel_paused {
-            tokio::time::sleep_until(until).await;
-        }
-        let paused_until = self
-            .paused
-            .lock()
-            .expect("pause map lock")
-            .get(destination)
-            .copied();
-        if let Some(until) = paused_until {
-            tokio::time::sleep_until(until).await;
-        }
-        let key = destination.to_string();
-        if let (true, Some(group)) = (is_group, &self.group) {
-            group.until_key_ready(&key).await;
-        }
-        self.destination.until_key_ready(&key).await;
-        self.channel.until_ready().await;
-    }
-
-    /// Pauses every destination of the channel; returns false when it is paused already
-    /// (so the outage is reported once per pause, not once per delivery).
-    pub fn pause_channel(&self, wait: Duration) -> bool {
+        let destination_gap = gap(limits.per_destination_per_sec);
         let now = Instant::now();
-        let mut paused = self.channel_paused.lock().expect("channel pause lock");
-        match *paused {
-            Some(until) if until > now => false,
-            _ => {
-                *paused = Some(now + wait);
-                true
+        Limits {
+            channel_gap: gap(limits.per_sec),
+            destination_gap,
+            group_gap: group_per_minute
+                .map_or(destination_gap, |per_minute| gap(per_minute / 60.0))
+                .max(destination_gap),
+            state: Mutex::new(State {
+                channel_next: now,
+                channel_paused: now,
+                destinations: HashMap::new(),
+                prune_at: PRUNE_ABOVE,
+            }),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        // The lock guards plain numbers that are consistent after any panic.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The one decision: may `destination` be sent to at `now`? Takes both slots when it
+    /// may. A caller that was told to wait counts as queued for the destination
+    /// ([`Limits::acquire`] registers it), so a long queue for one destination defers.
+    pub fn poll(&self, destination: &str, is_group: bool, now: Instant) -> Slot {
+        let mut state = self.state();
+        let State {
+            channel_next,
+            channel_paused,
+            destinations,
+            ..
+        } = &mut *state;
+        let gap = if is_group {
+            self.group_gap
+        } else {
+            self.destination_gap
+        };
+        let d = destinations
+            .entry(destination.to_string())
+            .or_insert(Destination {
+                next: now,
+                paused_until: now,
+                waiting: 0,
+            });
+        let queued_ahead = d.waiting.saturating_sub(1);
+        let destination_ready =
+            d.next.max(d.paused_until).max(*channel_paused) + gap.saturating_mul(queued_ahead);
+        if destination_ready > now + gap + HOLD_MARGIN {
+            return Slot::Defer(destination_ready);
+        }
+        let ready = destination_ready.max(*channel_next);
+        if ready > now {
+            return Slot::WaitUntil(ready);
+        }
+        d.next = now + gap;
+        *channel_next = now + self.channel_gap;
+        Slot::Take
+    }
+
+    /// Waits for the slots of one destination; `Err(until)` when the row should go back to
+    /// the queue instead (see [`Slot::Defer`]).
+    pub async fn acquire(&self, destination: &str, is_group: bool) -> Result<(), Instant> {
+        let _queued = Queued::new(self, destination);
+        loop {
+            match self.poll(destination, is_group, Instant::now()) {
+                Slot::Take => return Ok(()),
+                Slot::Defer(until) => return Err(until),
+                Slot::WaitUntil(at) => tokio::time::sleep_until(at).await,
             }
         }
     }
 
-    pub fn channel_paused(&self) -> bool {
-        let paused = *self.channel_paused.lock().expect("channel pause lock");
-        paused.is_some_and(|until| until > Instant::now())
+    /// Holds back one destination (a 429 with Retry-After, a flood-wait) without touching
+    /// the others, including the rows already waiting for it.
+    pub fn pause(&self, destination: &str, until: Instant) {
+        let mut state = self.state();
+        let d = state
+            .destinations
+            .entry(destination.to_string())
+            .or_insert(Destination {
+                next: until,
+                paused_until: until,
+                waiting: 0,
+            });
+        d.paused_until = d.paused_until.max(until);
     }
 
-    /// Holds back one destination (a 429 with retry_after) without touching the others.
-    pub fn pause(&self, destination: &str, wait: Duration) {
-        let until = Instant::now() + wait;
-        let mut paused = self.paused.lock().expect("pause map lock");
-        let entry = paused.entry(destination.to_string()).or_insert(until);
-        if *entry < until {
-            *entry = until;
+    /// Pauses every destination of the channel; returns false when it is paused already
+    /// (so an outage is reported once per pause, not once per delivery).
+    pub fn pause_channel(&self, until: Instant) -> bool {
+        let mut state = self.state();
+        let fresh = state.channel_paused <= Instant::now();
+        state.channel_paused = state.channel_paused.max(until);
+        fresh
+    }
+
+    pub fn channel_paused(&self) -> bool {
+        self.state().channel_paused > Instant::now()
+    }
+
+    /// How many destinations are remembered (for tests: the map is bounded).
+    pub fn remembered(&self) -> usize {
+        self.state().destinations.len()
+    }
+}
+
+/// A worker queued for one destination, counted while it waits; forgetting ended
+/// destinations happens here, when the map has grown.
+struct Queued<'a> {
+    limits: &'a Limits,
+    destination: &'a str,
+}
+
+impl<'a> Queued<'a> {
+    fn new(limits: &'a Limits, destination: &'a str) -> Queued<'a> {
+        let now = Instant::now();
+        let mut state = limits.state();
+        if state.destinations.len() >= state.prune_at {
+            state
+                .destinations
+                .retain(|_, d| d.waiting > 0 || d.next > now || d.paused_until > now);
+            state.prune_at = (state.destinations.len() * 2).max(PRUNE_ABOVE);
         }
+        state
+            .destinations
+            .entry(destination.to_string())
+            .or_insert(Destination {
+                next: now,
+                paused_until: now,
+                waiting: 0,
+            })
+            .waiting += 1;
+        Queued {
+            limits,
+            destination,
+        }
+    }
+}
+
+impl Drop for Queued<'_> {
+    fn drop(&mut self) {
+        if let Some(d) = self.limits.state().destinations.get_mut(self.destination) {
+            d.waiting = d.waiting.saturating_sub(1);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn telegram() -> Limits {
+        Limits::new(
+            &ChannelLimits {
+                per_sec: 30.0,
+                per_destination_per_sec: 1.0,
+                concurrency: 30,
+            },
+            Some(20.0),
+        )
+    }
+
+    #[test]
+    fn a_chat_is_spaced_by_its_own_gap_whatever_the_channel_queue() {
+        let limits = telegram();
+        let t0 = Instant::now();
+        assert_eq!(limits.poll("chat:1", false, t0), Slot::Take);
+        // The channel's next slot is 33 ms away, the chat's 1 s: the chat's gap decides.
+        let Slot::WaitUntil(at) = limits.poll("chat:1", false, t0) else {
+            panic!("must wait")
+        };
+        assert!(at >= t0 + Duration::from_secs(1), "{:?}", at - t0);
+        // Another chat waits only for the channel's gap.
+        let Slot::WaitUntil(at) = limits.poll("chat:2", false, t0) else {
+            panic!("must wait")
+        };
+        assert!(at - t0 >= Duration::from_millis(33) && at - t0 < Duration::from_millis(40));
+        assert_eq!(
+            limits.poll("chat:2", false, t0 + Duration::from_millis(34)),
+            Slot::Take
+        );
+        // Nothing was reserved while chat:1 waited: at 1 s it may send, once.
+        let t1 = t0 + Duration::from_secs(1);
+        assert_eq!(limits.poll("chat:1", false, t1), Slot::Take);
+        assert!(matches!(
+            limits.poll("chat:1", false, t1),
+            Slot::WaitUntil(_)
+        ));
+    }
+
+    #[test]
+    fn groups_are_spaced_by_the_group_limit() {
+        let limits = telegram();
+        let t0 = Instant::now();
+        assert_eq!(limits.poll("group", true, t0), Slot::Take);
+        let Slot::WaitUntil(at) = limits.poll("group", true, t0) else {
+            panic!("must wait")
+        };
+        assert_eq!(at - t0, Duration::from_secs(3));
+    }
+
+    #[test]
+    fn a_paused_destination_defers_its_rows_and_only_its_rows() {
+        let limits = telegram();
+        let t0 = Instant::now();
+        limits.pause("chat:1", t0 + Duration::from_secs(30));
+        assert_eq!(
+            limits.poll("chat:1", false, t0),
+            Slot::Defer(t0 + Duration::from_secs(30))
+        );
+        assert_eq!(limits.poll("chat:2", false, t0), Slot::Take);
+        // A short pause (a 429 with retry_after 1) is waited out in place.
+        limits.pause("chat:3", t0 + Duration::from_secs(1));
+        assert!(matches!(
+            limits.poll("chat:3", false, t0),
+            Slot::WaitUntil(_)
+        ));
+        // A channel outage defers everyone.
+        assert!(limits.pause_channel(t0 + Duration::from_secs(60)));
+        assert!(!limits.pause_channel(t0 + Duration::from_secs(60)));
+        assert!(matches!(limits.poll("chat:9", false, t0), Slot::Defer(_)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_long_queue_for_one_destination_gives_rows_back() {
+        let limits = std::sync::Arc::new(Limits::new(
+            &ChannelLimits {
+                per_sec: 1000.0,
+                per_destination_per_sec: 10.0,
+                concurrency: 64,
+            },
+            None,
+        ));
+        // 64 workers on one host at 10/s: at most about 1.1 s of them wait, the rest are
+        // given back instead of holding workers the other hosts need.
+        let mut tasks = Vec::new();
+        for _ in 0..64 {
+            let limits = limits.clone();
+            tasks.push(tokio::spawn(async move {
+                limits.acquire("host:443", false).await.is_ok()
+            }));
+        }
+        let mut sent = 0;
+        for t in tasks {
+            sent += usize::from(t.await.unwrap());
+        }
+        assert!((10..=13).contains(&sent), "{sent} waited");
+    }
+
+    #[test]
+    fn ended_destinations_are_forgotten() {
+        let limits = telegram();
+        let t0 = Instant::now() - Duration::from_secs(10);
+        for i in 0..PRUNE_ABOVE + 10 {
+            limits.poll(&format!("chat:{i}"), false, t0);
+        }
+        drop(Queued::new(&limits, "chat:new"));
+        assert!(limits.remembered() < 100, "{}", limits.remembered());
     }
 }

@@ -6,6 +6,7 @@
 pub mod discord;
 pub mod email;
 pub mod engine;
+pub mod health;
 pub mod limits;
 pub mod telegram;
 pub mod webhook;
@@ -33,6 +34,11 @@ pub enum SendError {
         reason: String,
         retry_after: Option<Duration>,
     },
+    /// The receiver refuses our credentials (a webhook's 401/403): retried like a
+    /// transient fault and never disabling; when most receivers of the channel answer it at
+    /// once, the engine pauses the channel (our signing key changed, not theirs).
+    #[error("{reason}")]
+    Refused { reason: String },
     /// Never retried; the subscriber is disabled with this reason (blocked, deleted, 404/410).
     #[error("{reason}")]
     Permanent { reason: String },
@@ -126,6 +132,7 @@ pub fn plan(
             id: delivery_id(digest.date, s.id),
             subscriber_id: s.id,
             channel: s.address.channel(),
+            destination: s.address.destination_key(),
         })
         .collect()
 }
@@ -152,8 +159,19 @@ pub fn render_messages(
 
 type RenderKey = (NaiveDate, Filter, String, Channel);
 
+/// Renders are kept for this many digest dates (the newest); older dates render again.
+const RENDERED_DATES: usize = 3;
+/// And for at most this many distinct renders: beyond it the oldest date is dropped.
+const RENDERS_MAX: usize = 4096;
+
+/// Takes a cache lock whatever happened to its last holder: a panic while rendering leaves
+/// the map as it was (the insert comes after the render), so it is still consistent.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// Renders once per distinct (digest, filter, language, channel): 100,000 subscribers with
-/// 20 distinct filters render 20 times per channel.
+/// 20 distinct filters render 20 times per channel. Bounded by date and size.
 #[derive(Default)]
 pub struct RenderCache {
     renders: Mutex<HashMap<RenderKey, Arc<Vec<String>>>>,
@@ -179,7 +197,7 @@ impl RenderCache {
         let key = (d.date, filter.clone(), language.to_string(), channel);
         // Held while rendering: workers that miss the same key at the start of a run wait
         // for the one render instead of each making their own.
-        let mut renders = self.renders.lock().expect("render cache lock");
+        let mut renders = lock(&self.renders);
         if let Some(hit) = renders.get(&key) {
             return Ok(hit.clone());
         }
@@ -194,12 +212,30 @@ impl RenderCache {
         let filtered = digest::filter(&localized, filter, renderer.locale());
         let messages = Arc::new(render_messages(&filtered, channel, &renderer)?);
         renders.insert(key, messages.clone());
+        loop {
+            let dates: std::collections::BTreeSet<NaiveDate> =
+                renders.keys().map(|k| k.0).collect();
+            let oldest = dates.first().copied();
+            match oldest {
+                Some(oldest)
+                    if dates.len() > RENDERED_DATES
+                        || (renders.len() > RENDERS_MAX && dates.len() > 1) =>
+                {
+                    renders.retain(|k, _| k.0 != oldest)
+                }
+                _ => break,
+            }
+        }
+        if renders.len() > RENDERS_MAX {
+            // One date with more distinct renders than the bound: start that date afresh.
+            renders.clear();
+        }
         Ok(messages)
     }
 
     /// The renderer of one language, built once.
     pub fn renderer(&self, language: &str) -> anyhow::Result<Arc<Renderer>> {
-        let mut renderers = self.renderers.lock().expect("renderer cache lock");
+        let mut renderers = lock(&self.renderers);
         if let Some(r) = renderers.get(language) {
             return Ok(r.clone());
         }
@@ -210,15 +246,12 @@ impl RenderCache {
 
     /// Drops the renders of one date (its digest was regenerated).
     pub fn forget(&self, date: NaiveDate) {
-        self.renders
-            .lock()
-            .expect("render cache lock")
-            .retain(|key, _| key.0 != date);
+        lock(&self.renders).retain(|key, _| key.0 != date);
     }
 
     /// How many distinct renders were made (for tests and the benchmark).
     pub fn len(&self) -> usize {
-        self.renders.lock().expect("render cache lock").len()
+        lock(&self.renders).len()
     }
 
     pub fn is_empty(&self) -> bool {

@@ -90,11 +90,10 @@ fn classify(code: u16, reason: String, retry_after: Option<std::time::Duration>)
             reason,
             retry_after,
         },
-        401 | 403 => SendError::Transient {
+        401 | 403 => SendError::Refused {
             reason: format!(
                 "{reason}: the receiver refuses our credentials (check the signing key, delivery.webhook_secret_env)"
             ),
-            retry_after,
         },
         404 | 410 => SendError::Permanent {
             reason: format!("{reason}: the webhook no longer exists"),
@@ -116,14 +115,15 @@ mod tests {
     fn only_a_gone_webhook_disables_and_auth_refusals_are_retried() {
         let kind = |code| match classify(code, "x".into(), None) {
             SendError::Transient { .. } => "retry",
+            SendError::Refused { .. } => "refused",
             SendError::Permanent { .. } => "disable",
             SendError::Failed { .. } => "fail",
             _ => "other",
         };
         assert_eq!(kind(404), "disable");
         assert_eq!(kind(410), "disable");
-        assert_eq!(kind(401), "retry");
-        assert_eq!(kind(403), "retry");
+        assert_eq!(kind(401), "refused");
+        assert_eq!(kind(403), "refused");
         assert_eq!(kind(429), "retry");
         assert_eq!(kind(503), "retry");
         assert_eq!(kind(413), "fail");

@@ -19,7 +19,7 @@ mod lease;
 mod outbox;
 mod subscribers;
 
-pub use outbox::{Claimed, DeliveryCounts, PlannedDelivery};
+pub use outbox::{Backlog, Claimed, DeliveryCounts, PlannedDelivery, Settled, WHOLE_CHANNEL};
 pub use subscribers::{NewSubscriber, Signup};
 
 #[derive(Clone)]
@@ -380,4 +380,23 @@ pub struct StoredDigest {
 
 fn digest_from_json(data: &str) -> anyhow::Result<Digest> {
     serde_json::from_str(data).context("Stored digest is not valid JSON")
+}
+
+/// Whether a store error is the database being busy or locked by another connection, or
+/// the pool being exhausted: worth retrying soon, unlike a fault to report (a missing table,
+/// a full disk, a corrupt file).
+pub fn is_busy(error: &anyhow::Error) -> bool {
+    error
+        .chain()
+        .any(|e| match e.downcast_ref::<sqlx::Error>() {
+            Some(sqlx::Error::PoolTimedOut) => true,
+            // SQLITE_BUSY, SQLITE_LOCKED and their extended codes.
+            Some(sqlx::Error::Database(db)) => {
+                matches!(
+                    db.code().as_deref(),
+                    Some("5" | "6" | "261" | "262" | "517")
+                )
+            }
+            _ => false,
+        })
 }

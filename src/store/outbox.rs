@@ -1,6 +1,14 @@
-//! The delivery outbox: planned, claimed, settled. A claim marks a row 'sending' before the
-//! send; a crash leaves it there and [`Store::requeue_in_flight`] puts it back at start, so
-//! at most the messages in flight at the crash can be sent twice.
+//! The delivery outbox: planned, claimed, settled. A claim marks a row 'sending' with a
+//! claim token and an expiry before the send. Every settle names the token it holds and
+//! changes nothing when the row has been claimed again since (fencing: a process that lost
+//! its claim, or a send that outlived its expiry, cannot overwrite the newer claim's
+//! outcome). Expired claims go back to the queue ([`Store::requeue_expired`]); at start
+//! the single SQLite process also re-queues every claim a crash left ([`Store::requeue_in_flight`]),
+//! so at most the messages in flight at the crash can be sent twice.
+//!
+//! Times in this table are unix milliseconds. A destination (chat, webhook host, mailbox
+//! domain) can be paused (`destinations`): its rows are not claimed until the pause ends,
+//! so a paused destination never holds a worker.
 
 use chrono::{DateTime, NaiveDate, Utc};
 use sqlx::Row;
@@ -8,12 +16,17 @@ use sqlx::Row;
 use super::Store;
 use crate::subscriber::Channel;
 
+/// The key of a pause that holds back a whole channel (its relay is down).
+pub const WHOLE_CHANNEL: &str = "*";
+
 /// A planned delivery.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlannedDelivery {
     pub id: String,
     pub subscriber_id: i64,
     pub channel: Channel,
+    /// `Address::destination_key` of the subscriber's address.
+    pub destination: String,
 }
 
 /// A delivery claimed by a worker.
@@ -24,6 +37,18 @@ pub struct Claimed {
     pub subscriber_id: i64,
     pub attempts: u32,
     pub parts_sent: u32,
+    /// The claim this worker holds; every settle must name it.
+    pub token: String,
+}
+
+/// Whether a settle took effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub enum Settled {
+    Done,
+    /// The row is no longer held by this claim (it expired and was re-queued, maybe claimed
+    /// by another worker): nothing was changed.
+    Lost,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -32,6 +57,26 @@ pub struct DeliveryCounts {
     pub sending: i64,
     pub sent: i64,
     pub failed: i64,
+}
+
+/// Outbox rows by channel and status, for `/metrics`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Backlog {
+    pub channel: String,
+    pub status: String,
+    pub rows: i64,
+}
+
+fn ms(t: DateTime<Utc>) -> i64 {
+    t.timestamp_millis()
+}
+
+fn settled(rows: u64) -> Settled {
+    if rows == 0 {
+        Settled::Lost
+    } else {
+        Settled::Done
+    }
 }
 
 impl Store {
@@ -44,7 +89,7 @@ impl Store {
         plan: &[PlannedDelivery],
         now: DateTime<Utc>,
     ) -> anyhow::Result<u64> {
-        // 6 parameters a row; SQLite allows 32,766 per statement.
+        // 7 parameters a row; SQLite allows 32,766 per statement.
         const ROWS_PER_STATEMENT: usize = 2_000;
         let mut tx = self.pool.begin().await?;
         let mut inserted = 0;
@@ -52,15 +97,16 @@ impl Store {
         let date = date.to_string();
         for chunk in plan.chunks(ROWS_PER_STATEMENT) {
             let mut query = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
-                "INSERT INTO deliveries (id, digest_date, subscriber_id, channel, status, next_attempt_at, created_at) ",
+                "INSERT INTO deliveries (id, digest_date, subscriber_id, channel, destination, status, next_attempt_at, created_at) ",
             );
             query.push_values(chunk, |mut row, p| {
                 row.push_bind(&p.id)
                     .push_bind(&date)
                     .push_bind(p.subscriber_id)
                     .push_bind(p.channel.as_str())
+                    .push_bind(&p.destination)
                     .push("'pending'")
-                    .push_bind(now.timestamp())
+                    .push_bind(ms(now))
                     .push_bind(&created);
             });
             query.push(" ON CONFLICT (digest_date, subscriber_id) DO NOTHING");
@@ -70,32 +116,62 @@ impl Store {
         Ok(inserted)
     }
 
-    /// Puts rows a crashed process left in 'sending' back in the queue.
+    /// Puts every row left in 'sending' back in the queue. Only for a process that holds
+    /// the scheduler lease at start, when no other process can hold a claim.
     pub async fn requeue_in_flight(&self) -> anyhow::Result<u64> {
-        let result =
-            sqlx::query("UPDATE deliveries SET status = 'pending' WHERE status = 'sending'")
-                .execute(&self.pool)
-                .await?;
+        let result = sqlx::query(
+            "UPDATE deliveries SET status = 'pending', claim_token = NULL, claim_expires_at = NULL WHERE status = 'sending'",
+        )
+        .execute(&self.pool)
+        .await?;
         Ok(result.rows_affected())
     }
 
-    /// Claims up to `limit` due rows of one channel, oldest first.
+    /// The reaper: claims whose expiry has passed go back to the queue (their worker died,
+    /// hung or lost the database). Their late settles are fenced off by the token.
+    pub async fn requeue_expired(&self, now: DateTime<Utc>) -> anyhow::Result<u64> {
+        let result = sqlx::query(
+            "UPDATE deliveries SET status = 'pending', claim_token = NULL, claim_expires_at = NULL
+             WHERE status = 'sending' AND claim_expires_at < $1",
+        )
+        .bind(ms(now))
+        .execute(&self.pool)
+        .await?;
+        // Ended pauses are state nobody needs: the table stays as small as the live pauses.
+        sqlx::query("DELETE FROM destinations WHERE paused_until < $1")
+            .bind(ms(now))
+            .execute(&self.pool)
+            .await?;
+        Ok(result.rows_affected())
+    }
+
+    /// Claims up to `limit` due rows of one channel whose destination is not paused, oldest
+    /// first, under one new token that expires at `expires`.
     pub async fn claim_due(
         &self,
         channel: Channel,
         now: DateTime<Utc>,
         limit: i64,
+        token: &str,
+        expires: DateTime<Utc>,
     ) -> anyhow::Result<Vec<Claimed>> {
         let rows = sqlx::query(
-            "UPDATE deliveries SET status = 'sending'
-             WHERE id IN (SELECT id FROM deliveries
-                          WHERE status = 'pending' AND channel = $1 AND next_attempt_at <= $2
-                          ORDER BY next_attempt_at, id LIMIT $3)
+            "UPDATE deliveries SET status = 'sending', claim_token = $4, claim_expires_at = $5
+             WHERE id IN (SELECT d.id FROM deliveries d
+                          WHERE d.status = 'pending' AND d.channel = $1 AND d.next_attempt_at <= $2
+                            AND NOT EXISTS (SELECT 1 FROM destinations p
+                                            WHERE p.channel = d.channel
+                                              AND (p.key = d.destination OR p.key = $6)
+                                              AND p.paused_until > $2)
+                          ORDER BY d.next_attempt_at, d.id LIMIT $3)
              RETURNING id, digest_date, subscriber_id, attempts, parts_sent",
         )
         .bind(channel.as_str())
-        .bind(now.timestamp())
+        .bind(ms(now))
         .bind(limit)
+        .bind(token)
+        .bind(ms(expires))
+        .bind(WHOLE_CHANNEL)
         .fetch_all(&self.pool)
         .await?;
         let mut claimed: Vec<Claimed> = rows
@@ -108,6 +184,7 @@ impl Store {
                     subscriber_id: r.get(2),
                     attempts: u32::try_from(r.get::<i64, _>(3)).unwrap_or(0),
                     parts_sent: u32::try_from(r.get::<i64, _>(4)).unwrap_or(0),
+                    token: token.to_string(),
                 })
             })
             .collect::<anyhow::Result<_>>()?;
@@ -115,76 +192,149 @@ impl Store {
         Ok(claimed)
     }
 
-    /// Earliest time a pending row of this channel becomes due.
-    pub async fn next_due(&self, channel: Channel) -> anyhow::Result<Option<i64>> {
+    /// When the next pending row of this channel can be claimed: its due time, or the end
+    /// of its destination's pause when that is later.
+    pub async fn next_due(&self, channel: Channel) -> anyhow::Result<Option<DateTime<Utc>>> {
         let row = sqlx::query(
-            "SELECT MIN(next_attempt_at) FROM deliveries WHERE status = 'pending' AND channel = $1",
+            "SELECT MIN(CASE WHEN p.paused_until > d.next_attempt_at THEN p.paused_until
+                             ELSE d.next_attempt_at END)
+             FROM deliveries d
+             LEFT JOIN destinations p ON p.channel = d.channel AND p.key = d.destination
+             WHERE d.status = 'pending' AND d.channel = $1",
         )
         .bind(channel.as_str())
         .fetch_one(&self.pool)
         .await?;
-        Ok(row.get(0))
+        Ok(row
+            .get::<Option<i64>, _>(0)
+            .and_then(DateTime::from_timestamp_millis))
     }
 
-    pub async fn mark_part_sent(&self, id: &str, parts_sent: u32) -> anyhow::Result<()> {
-        sqlx::query("UPDATE deliveries SET parts_sent = $1 WHERE id = $2")
-            .bind(i64::from(parts_sent))
-            .bind(id)
-            .execute(&self.pool)
-            .await?;
+    /// Holds back one destination (or the whole channel, key [`WHOLE_CHANNEL`]) until
+    /// `until`; a later pause already there is kept.
+    pub async fn pause_destination(
+        &self,
+        channel: Channel,
+        key: &str,
+        until: DateTime<Utc>,
+        reason: &str,
+    ) -> anyhow::Result<()> {
+        sqlx::query(
+            "INSERT INTO destinations (channel, key, paused_until, reason) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (channel, key) DO UPDATE SET paused_until = excluded.paused_until, reason = excluded.reason
+             WHERE excluded.paused_until > destinations.paused_until",
+        )
+        .bind(channel.as_str())
+        .bind(key)
+        .bind(ms(until))
+        .bind(reason)
+        .execute(&self.pool)
+        .await?;
         Ok(())
+    }
+
+    /// Records that the first `parts_sent` messages went out, and extends the claim.
+    pub async fn mark_part_sent(
+        &self,
+        c: &Claimed,
+        parts_sent: u32,
+        expires: DateTime<Utc>,
+    ) -> anyhow::Result<Settled> {
+        let result = sqlx::query(
+            "UPDATE deliveries SET parts_sent = $1, claim_expires_at = $2 WHERE id = $3 AND claim_token = $4 AND status = 'sending'",
+        )
+        .bind(i64::from(parts_sent))
+        .bind(ms(expires))
+        .bind(&c.id)
+        .bind(&c.token)
+        .execute(&self.pool)
+        .await?;
+        Ok(settled(result.rows_affected()))
     }
 
     pub async fn mark_sent(
         &self,
-        id: &str,
+        c: &Claimed,
         attempts: u32,
         now: DateTime<Utc>,
-    ) -> anyhow::Result<()> {
-        sqlx::query("UPDATE deliveries SET status = 'sent', attempts = $1, sent_at = $2, last_error = NULL WHERE id = $3")
-            .bind(i64::from(attempts))
-            .bind(now.to_rfc3339())
-            .bind(id)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
+    ) -> anyhow::Result<Settled> {
+        let result = sqlx::query(
+            "UPDATE deliveries SET status = 'sent', attempts = $1, sent_at = $2, last_error = NULL,
+                                   claim_token = NULL, claim_expires_at = NULL
+             WHERE id = $3 AND claim_token = $4 AND status = 'sending'",
+        )
+        .bind(i64::from(attempts))
+        .bind(now.to_rfc3339())
+        .bind(&c.id)
+        .bind(&c.token)
+        .execute(&self.pool)
+        .await?;
+        Ok(settled(result.rows_affected()))
     }
 
+    /// Back to the queue, due at `next_at`. With `attempts` unchanged this is a deferral
+    /// (the destination was paused), not a failed attempt.
     pub async fn mark_retry(
         &self,
-        id: &str,
+        c: &Claimed,
         attempts: u32,
         next_at: DateTime<Utc>,
         error: &str,
-    ) -> anyhow::Result<()> {
-        sqlx::query(
-            "UPDATE deliveries SET status = 'pending', attempts = $1, next_attempt_at = $2, last_error = $3 WHERE id = $4",
+    ) -> anyhow::Result<Settled> {
+        let result = sqlx::query(
+            "UPDATE deliveries SET status = 'pending', attempts = $1, next_attempt_at = $2, last_error = $3,
+                                   claim_token = NULL, claim_expires_at = NULL
+             WHERE id = $4 AND claim_token = $5 AND status = 'sending'",
         )
         .bind(i64::from(attempts))
-        .bind(next_at.timestamp())
+        .bind(ms(next_at))
         .bind(error)
-        .bind(id)
+        .bind(&c.id)
+        .bind(&c.token)
         .execute(&self.pool)
         .await?;
-        Ok(())
+        Ok(settled(result.rows_affected()))
     }
 
-    pub async fn mark_failed(&self, id: &str, attempts: u32, error: &str) -> anyhow::Result<()> {
-        sqlx::query(
-            "UPDATE deliveries SET status = 'failed', attempts = $1, last_error = $2 WHERE id = $3",
+    pub async fn mark_failed(
+        &self,
+        c: &Claimed,
+        attempts: u32,
+        error: &str,
+    ) -> anyhow::Result<Settled> {
+        let result = sqlx::query(
+            "UPDATE deliveries SET status = 'failed', attempts = $1, last_error = $2,
+                                   claim_token = NULL, claim_expires_at = NULL
+             WHERE id = $3 AND claim_token = $4 AND status = 'sending'",
         )
         .bind(i64::from(attempts))
         .bind(error)
-        .bind(id)
+        .bind(&c.id)
+        .bind(&c.token)
         .execute(&self.pool)
         .await?;
-        Ok(())
+        Ok(settled(result.rows_affected()))
     }
 
     /// Other pending rows of a subscriber that was just disabled are failed with the reason.
     pub async fn fail_pending_for(&self, subscriber_id: i64, error: &str) -> anyhow::Result<()> {
         sqlx::query("UPDATE deliveries SET status = 'failed', last_error = $1 WHERE subscriber_id = $2 AND status = 'pending'")
             .bind(error)
+            .bind(subscriber_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// A subscriber's address changed (a Telegram group became a supergroup): its queued
+    /// rows go to the new destination.
+    pub async fn move_pending_destination(
+        &self,
+        subscriber_id: i64,
+        destination: &str,
+    ) -> anyhow::Result<()> {
+        sqlx::query("UPDATE deliveries SET destination = $1 WHERE subscriber_id = $2 AND status IN ('pending', 'sending')")
+            .bind(destination)
             .bind(subscriber_id)
             .execute(&self.pool)
             .await?;
@@ -209,5 +359,48 @@ impl Store {
             }
         }
         Ok(counts)
+    }
+
+    /// Rows waiting or in flight, by channel and status (sent and failed rows are history).
+    pub async fn backlog(&self) -> anyhow::Result<Vec<Backlog>> {
+        let rows = sqlx::query(
+            "SELECT channel, status, COUNT(*) FROM deliveries WHERE status IN ('pending', 'sending')
+             GROUP BY channel, status ORDER BY channel, status",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|r| Backlog {
+                channel: r.get(0),
+                status: r.get(1),
+                rows: r.get(2),
+            })
+            .collect())
+    }
+
+    /// The oldest due time of a pending row that is not held back by a pause: how long the
+    /// outbox has been failing to keep up (None when nothing is overdue).
+    pub async fn oldest_ready_due(
+        &self,
+        channel: Channel,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<Option<DateTime<Utc>>> {
+        let row = sqlx::query(
+            "SELECT MIN(d.next_attempt_at) FROM deliveries d
+             WHERE d.status = 'pending' AND d.channel = $3 AND d.next_attempt_at <= $1
+               AND NOT EXISTS (SELECT 1 FROM destinations p
+                               WHERE p.channel = d.channel
+                                 AND (p.key = d.destination OR p.key = $2)
+                                 AND p.paused_until > $1)",
+        )
+        .bind(ms(now))
+        .bind(WHOLE_CHANNEL)
+        .bind(channel.as_str())
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(row
+            .get::<Option<i64>, _>(0)
+            .and_then(DateTime::from_timestamp_millis))
     }
 }

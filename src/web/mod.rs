@@ -15,6 +15,7 @@ use axum::routing::{get, post};
 
 use crate::bot::discord::{DiscordBot, INTERACTIONS_PATH};
 use crate::bot::telegram::{TelegramBot, WEBHOOK_PATH};
+use crate::deliver::engine::Engine;
 use crate::deliver::telegram::redact_token;
 use crate::metrics::Metrics;
 
@@ -29,6 +30,43 @@ pub struct Services {
     pub discord: Option<Arc<DiscordBot>>,
     pub account: Option<Arc<account::Account>>,
     pub blog: Option<Arc<blog::Blog>>,
+    /// The delivery engine, whose health `/healthz` and whose outbox `/metrics` report.
+    pub delivery: Option<Arc<Engine>>,
+}
+
+#[derive(Clone)]
+struct Monitor {
+    metrics: Arc<Metrics>,
+    delivery: Option<Arc<Engine>>,
+}
+
+/// 200 "ok", or 503 with one line per problem (a delivery worker down, a stuck outbox).
+async fn healthz(State(m): State<Monitor>) -> impl IntoResponse {
+    let problems = match &m.delivery {
+        Some(engine) => engine.problems().await,
+        None => Vec::new(),
+    };
+    if problems.is_empty() {
+        (StatusCode::OK, "ok\n".to_string())
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("unhealthy\n{}\n", problems.join("\n")),
+        )
+    }
+}
+
+async fn metrics(State(m): State<Monitor>) -> impl IntoResponse {
+    let mut text = m.metrics.render(chrono::Utc::now().timestamp());
+    if let Some(engine) = &m.delivery {
+        match engine.outbox_metrics().await {
+            Ok(outbox) => text.push_str(&outbox),
+            Err(error) => {
+                tracing::warn!(message = "Cannot read the outbox for /metrics", error = %format!("{error:#}"))
+            }
+        }
+    }
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)
 }
 
 pub fn router(metrics: Arc<Metrics>, services: Services) -> Router {
@@ -37,6 +75,7 @@ pub fn router(metrics: Arc<Metrics>, services: Services) -> Router {
         discord,
         account,
         blog,
+        delivery,
     } = services;
     let mut router = Router::new();
     if let Some(b) = blog {
@@ -77,18 +116,9 @@ pub fn router(metrics: Arc<Metrics>, services: Services) -> Router {
         router = router.route(INTERACTIONS_PATH, post(discord_interaction).with_state(bot));
     }
     router
-        .route("/healthz", get(|| async { "ok\n" }))
-        .route(
-            "/metrics",
-            get(|State(m): State<Arc<Metrics>>| async move {
-                (
-                    [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-                    m.render(chrono::Utc::now().timestamp()),
-                )
-                    .into_response()
-            }),
-        )
-        .with_state(metrics)
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(self::metrics))
+        .with_state(Monitor { metrics, delivery })
 }
 
 /// Telegram webhook mode: checks the secret header, answers at once and handles the update
