@@ -68,6 +68,8 @@ pub struct Engine {
     /// Claim tokens are this prefix (process and start time) and a counter.
     token_prefix: String,
     claims: AtomicU64,
+    /// Fault injection for tests: the next delivery to these subscribers panics.
+    panic_for: Mutex<std::collections::HashSet<i64>>,
 }
 
 impl Engine {
@@ -145,6 +147,7 @@ impl Engine {
             refusals: Mutex::new(HashMap::new()),
             token_prefix: format!("{}-{}", std::process::id(), Utc::now().timestamp_micros()),
             claims: AtomicU64::new(0),
+            panic_for: Mutex::new(Default::default()),
         })
     }
 
@@ -446,8 +449,28 @@ impl Engine {
             .await?
     }
 
+    /// The fault-injection seam of the tests: the next delivery attempt to this subscriber
+    /// panics, as a bug in a sender or a template would.
+    #[doc(hidden)]
+    pub fn inject_panic(&self, subscriber_id: i64) {
+        self.panic_for
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(subscriber_id);
+    }
+
     async fn try_deliver(&self, c: &Claimed, channel: Channel) -> anyhow::Result<()> {
         let attempts = c.attempts + 1;
+        let injected = self
+            .panic_for
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&c.subscriber_id);
+        assert!(
+            !injected,
+            "injected panic for subscriber {}",
+            c.subscriber_id
+        );
         let subscriber = match self.store.subscriber(c.subscriber_id).await? {
             Some(s) if s.status == Status::Active => s,
             Some(s) => {
@@ -525,7 +548,7 @@ impl Engine {
                     return self.fail(c, channel, attempts, &reason).await;
                 }
                 Ok(()) => {
-                    self.note_answer(channel, &destination, false);
+                    let _ = self.note_answer(channel, &destination, false);
                     part += 1;
                     if part < messages.len() {
                         let settle = self
@@ -545,7 +568,16 @@ impl Engine {
                             retry_after,
                         } => (reason, retry_after),
                         SendError::Refused { reason } => {
-                            self.note_answer(channel, &destination, true);
+                            if self.note_answer(channel, &destination, true)
+                                && self.pause_channel(channel, OUTAGE_PAUSE, &reason).await
+                            {
+                                tracing::error!(
+                                    message = "Most receivers refuse our credentials (401/403) at once: check the signing key (delivery.webhook_secret_env). The channel is paused; nobody is disabled",
+                                    channel = channel.as_str(),
+                                    pause_secs = OUTAGE_PAUSE.as_secs()
+                                );
+                                self.metrics.delivery(channel.as_str(), "paused");
+                            }
                             (reason, None)
                         }
                         _ => unreachable!("matched above"),
@@ -619,39 +651,29 @@ impl Engine {
     /// Pauses a whole channel; true when it was not paused already.
     async fn pause_channel(&self, channel: Channel, wait: Duration, reason: &str) -> bool {
         let fresh = self.limits[&channel].pause_channel(tokio::time::Instant::now() + wait);
-        if fresh {
-            if let Err(error) = self
-                .store
-                .pause_destination(channel, WHOLE_CHANNEL, after(wait), reason)
-                .await
-            {
-                tracing::warn!(message = "Cannot store the channel's pause; it holds in this process", error = %format!("{error:#}"));
-            }
+        if !fresh {
+            return false;
         }
-        fresh
+        if let Err(error) = self
+            .store
+            .pause_destination(channel, WHOLE_CHANNEL, after(wait), reason)
+            .await
+        {
+            tracing::warn!(message = "Cannot store the channel's pause; it holds in this process", error = %format!("{error:#}"));
+        }
+        true
     }
 
-    /// Remembers whether a destination refused our credentials. When most recent answers
-    /// on the channel are such refusals from several destinations, the fault is ours (a
-    /// rotated signing key), not theirs: the channel pauses once, with one operator log,
-    /// instead of every receiver using up its attempts.
-    fn note_answer(&self, channel: Channel, destination: &str, refused: bool) {
-        let most_refuse = {
-            let mut refusals = self.refusals.lock().unwrap_or_else(|p| p.into_inner());
-            let window = refusals.entry(channel).or_default();
-            window.note(destination, refused)
-        };
-        if most_refuse {
-            let engine_limits = &self.limits[&channel];
-            if engine_limits.pause_channel(tokio::time::Instant::now() + OUTAGE_PAUSE) {
-                tracing::error!(
-                    message = "Most receivers refuse our credentials (401/403) at once: check the signing key (delivery.webhook_secret_env). The channel is paused; nobody is disabled",
-                    channel = channel.as_str(),
-                    pause_secs = OUTAGE_PAUSE.as_secs()
-                );
-                self.metrics.delivery(channel.as_str(), "paused");
-            }
-        }
+    /// Remembers whether a destination refused our credentials; true when most recent
+    /// answers on the channel are such refusals from several destinations. Then the fault
+    /// is ours (a rotated signing key), not theirs: the caller pauses the channel once,
+    /// with one operator log, instead of every receiver using up its attempts.
+    fn note_answer(&self, channel: Channel, destination: &str, refused: bool) -> bool {
+        let mut refusals = self.refusals.lock().unwrap_or_else(|p| p.into_inner());
+        refusals
+            .entry(channel)
+            .or_default()
+            .note(destination, refused)
     }
 
     /// Settles a delivery as failed and counts it.
@@ -708,7 +730,10 @@ impl Engine {
                         due.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
                     )),
                     Ok(_) => {}
-                    Err(error) => problems.push(format!("cannot read the outbox: {error:#}")),
+                    Err(error) => {
+                        problems.push(format!("cannot read the outbox: {error:#}"));
+                        break;
+                    }
                 }
             }
         }

@@ -71,12 +71,9 @@ fn ms(t: DateTime<Utc>) -> i64 {
     t.timestamp_millis()
 }
 
-fn settled(rows: u64) -> Settled {
-    if rows == 0 {
-        Settled::Lost
-    } else {
-        Settled::Done
-    }
+/// A settle returns the id it changed: a row came back when the claim was still ours.
+fn settled(found: bool) -> Settled {
+    if found { Settled::Done } else { Settled::Lost }
 }
 
 impl Store {
@@ -132,17 +129,17 @@ impl Store {
     pub async fn requeue_expired(&self, now: DateTime<Utc>) -> anyhow::Result<u64> {
         let result = sqlx::query(
             "UPDATE deliveries SET status = 'pending', claim_token = NULL, claim_expires_at = NULL
-             WHERE status = 'sending' AND claim_expires_at < $1",
+             WHERE status = 'sending' AND claim_expires_at < $1 RETURNING id",
         )
         .bind(ms(now))
-        .execute(&self.pool)
+        .fetch_all(&self.pool)
         .await?;
         // Ended pauses are state nobody needs: the table stays as small as the live pauses.
         sqlx::query("DELETE FROM destinations WHERE paused_until < $1")
             .bind(ms(now))
             .execute(&self.pool)
             .await?;
-        Ok(result.rows_affected())
+        Ok(result.len() as u64)
     }
 
     /// Claims up to `limit` due rows of one channel whose destination is not paused, oldest
@@ -241,15 +238,15 @@ impl Store {
         expires: DateTime<Utc>,
     ) -> anyhow::Result<Settled> {
         let result = sqlx::query(
-            "UPDATE deliveries SET parts_sent = $1, claim_expires_at = $2 WHERE id = $3 AND claim_token = $4 AND status = 'sending'",
+            "UPDATE deliveries SET parts_sent = $1, claim_expires_at = $2 WHERE id = $3 AND claim_token = $4 AND status = 'sending' RETURNING id",
         )
         .bind(i64::from(parts_sent))
         .bind(ms(expires))
         .bind(&c.id)
         .bind(&c.token)
-        .execute(&self.pool)
+        .fetch_optional(&self.pool)
         .await?;
-        Ok(settled(result.rows_affected()))
+        Ok(settled(result.is_some()))
     }
 
     pub async fn mark_sent(
@@ -261,15 +258,15 @@ impl Store {
         let result = sqlx::query(
             "UPDATE deliveries SET status = 'sent', attempts = $1, sent_at = $2, last_error = NULL,
                                    claim_token = NULL, claim_expires_at = NULL
-             WHERE id = $3 AND claim_token = $4 AND status = 'sending'",
+             WHERE id = $3 AND claim_token = $4 AND status = 'sending' RETURNING id",
         )
         .bind(i64::from(attempts))
         .bind(now.to_rfc3339())
         .bind(&c.id)
         .bind(&c.token)
-        .execute(&self.pool)
+        .fetch_optional(&self.pool)
         .await?;
-        Ok(settled(result.rows_affected()))
+        Ok(settled(result.is_some()))
     }
 
     /// Back to the queue, due at `next_at`. With `attempts` unchanged this is a deferral
@@ -284,16 +281,16 @@ impl Store {
         let result = sqlx::query(
             "UPDATE deliveries SET status = 'pending', attempts = $1, next_attempt_at = $2, last_error = $3,
                                    claim_token = NULL, claim_expires_at = NULL
-             WHERE id = $4 AND claim_token = $5 AND status = 'sending'",
+             WHERE id = $4 AND claim_token = $5 AND status = 'sending' RETURNING id",
         )
         .bind(i64::from(attempts))
         .bind(ms(next_at))
         .bind(error)
         .bind(&c.id)
         .bind(&c.token)
-        .execute(&self.pool)
+        .fetch_optional(&self.pool)
         .await?;
-        Ok(settled(result.rows_affected()))
+        Ok(settled(result.is_some()))
     }
 
     pub async fn mark_failed(
@@ -305,15 +302,15 @@ impl Store {
         let result = sqlx::query(
             "UPDATE deliveries SET status = 'failed', attempts = $1, last_error = $2,
                                    claim_token = NULL, claim_expires_at = NULL
-             WHERE id = $3 AND claim_token = $4 AND status = 'sending'",
+             WHERE id = $3 AND claim_token = $4 AND status = 'sending' RETURNING id",
         )
         .bind(i64::from(attempts))
         .bind(error)
         .bind(&c.id)
         .bind(&c.token)
-        .execute(&self.pool)
+        .fetch_optional(&self.pool)
         .await?;
-        Ok(settled(result.rows_affected()))
+        Ok(settled(result.is_some()))
     }
 
     /// Other pending rows of a subscriber that was just disabled are failed with the reason.

@@ -11,6 +11,7 @@ mod faults;
 mod fixture_day;
 mod helpers;
 mod llm;
+mod outbox;
 mod reference_feeds;
 mod renders;
 mod signup;

@@ -49,6 +49,11 @@ pub struct Mock {
     pub admins: Mutex<Vec<i64>>,
     spec: Value,
     served: Mutex<BTreeMap<i64, usize>>,
+    /// Enforce Telegram's published limits for every chat: 30 messages in any second
+    /// overall and one per second per chat, 429 with retry_after 1 beyond them.
+    pub strict_limits: std::sync::atomic::AtomicBool,
+    /// 429s answered because of those limits.
+    pub too_many: std::sync::atomic::AtomicUsize,
 }
 
 impl Mock {
@@ -97,6 +102,18 @@ fn error(code: u16, description: &str, parameters: Option<Value>) -> Response {
         body["parameters"] = p;
     }
     (axum::http::StatusCode::from_u16(code).unwrap(), Json(body)).into_response()
+}
+
+/// Whether more than 30 SendMessage calls (this one included) arrived in the last second.
+fn over_global_limit(mock: &Mock) -> bool {
+    let calls = mock.calls.lock().unwrap();
+    calls
+        .iter()
+        .rev()
+        .filter(|c| c.method == "SendMessage")
+        .take_while(|c| c.at.elapsed() < Duration::from_secs(1))
+        .count()
+        > 30
 }
 
 /// Whether the chat's previous answered SendMessage (before this one) was less than a
@@ -230,6 +247,19 @@ async fn api(
                 .get(&chat)
                 .copied()
                 .unwrap_or(ChatMode::Ok);
+            if mock
+                .strict_limits
+                .load(std::sync::atomic::Ordering::Relaxed)
+                && (too_soon(&mock, chat) || over_global_limit(&mock))
+            {
+                mock.too_many
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                return error(
+                    429,
+                    "Too Many Requests: retry after 1",
+                    Some(json!({"retry_after": 1})),
+                );
+            }
             match mode {
                 ChatMode::Blocked => error(403, "Forbidden: bot was blocked by the user", None),
                 ChatMode::RateLimitedOnce if n == 1 => error(

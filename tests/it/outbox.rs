@@ -1,0 +1,440 @@
+//! Delivery engine v2 against loopback receivers that enforce limits: claims that are
+//! fenced, reaped and skip paused destinations; a paused host that holds no worker and
+//! hears nothing inside its Retry-After; multi-message Telegram digests within Telegram's
+//! published limits; a store fault and a panic survived and reported by `/healthz`.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use chrono::Utc;
+use kdigest::deliver::engine::{Engine, Until};
+use kdigest::metrics::Metrics;
+use kdigest::model::{Filter, Score};
+use kdigest::pipeline;
+use kdigest::store::{PlannedDelivery, Settled, Store};
+use kdigest::subscriber::{Address, Channel, Status};
+
+use crate::helpers::{fixture_config, open_store, run_until_idle, spawn_feed_server};
+use crate::telegram_mock::{ChatMode, spawn_mock};
+
+async fn add(store: &Store, address: &str, language: &str) -> i64 {
+    store
+        .add_subscriber(
+            &Address::parse(address).unwrap(),
+            &Filter {
+                layers: Default::default(),
+                min_score: Score::from_f64(0.0),
+            },
+            language,
+            &Status::Active,
+            false,
+            Utc::now(),
+        )
+        .await
+        .unwrap()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_are_fenced_reaped_and_skip_paused_destinations() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("k.sqlite")).await.unwrap();
+    let a = add(&store, "webhook:https://a.example/hook", "en").await;
+    let b = add(&store, "webhook:https://b.example/hook", "en").await;
+    let date = kdigest::demo::demo_date();
+    let now = Utc::now();
+    let plan = [(a, "a.example:443"), (b, "b.example:443")].map(|(id, dest)| PlannedDelivery {
+        id: format!("d{id}"),
+        subscriber_id: id,
+        channel: Channel::Webhook,
+        destination: dest.to_string(),
+    });
+    store.plan_deliveries(date, &plan, now).await.unwrap();
+
+    // A paused destination's row is not claimed; the other one is.
+    let later = now + chrono::Duration::seconds(120);
+    store
+        .pause_destination(Channel::Webhook, "a.example:443", later, "429")
+        .await
+        .unwrap();
+    let expires = now + chrono::Duration::seconds(60);
+    let first = store
+        .claim_due(Channel::Webhook, now, 10, "t1", expires)
+        .await
+        .unwrap();
+    assert_eq!(
+        first.iter().map(|c| c.subscriber_id).collect::<Vec<_>>(),
+        [b]
+    );
+    // The paused row's next chance is the end of its pause, to the millisecond.
+    let next = store.next_due(Channel::Webhook).await.unwrap().unwrap();
+    assert_eq!(next.timestamp_millis(), later.timestamp_millis());
+
+    // The claim expires, the reaper returns it, a new worker claims it under a new token:
+    // the first worker's late settle changes nothing.
+    let reaped = store
+        .requeue_expired(expires + chrono::Duration::seconds(1))
+        .await
+        .unwrap();
+    assert_eq!(reaped, 1);
+    let second = store
+        .claim_due(Channel::Webhook, now, 10, "t2", expires)
+        .await
+        .unwrap();
+    assert_eq!(second.len(), 1);
+    assert_eq!(
+        store.mark_sent(&first[0], 1, now).await.unwrap(),
+        Settled::Lost
+    );
+    assert_eq!(
+        store.mark_part_sent(&first[0], 1, expires).await.unwrap(),
+        Settled::Lost
+    );
+    assert_eq!(store.delivery_counts(date).await.unwrap().sent, 0);
+    assert_eq!(
+        store.mark_sent(&second[0], 1, now).await.unwrap(),
+        Settled::Done
+    );
+    assert_eq!(store.delivery_counts(date).await.unwrap().sent, 1);
+
+    // A retry is due to the millisecond, not rounded down to the second.
+    let after_pause = later + chrono::Duration::seconds(1);
+    let retry_at =
+        chrono::DateTime::from_timestamp_millis(after_pause.timestamp_millis() + 1_999).unwrap();
+    let third = store
+        .claim_due(Channel::Webhook, after_pause, 10, "t3", expires)
+        .await
+        .unwrap();
+    assert_eq!(third.len(), 1, "the pause is over");
+    assert_eq!(
+        store.mark_retry(&third[0], 1, retry_at, "x").await.unwrap(),
+        Settled::Done
+    );
+    let early = retry_at - chrono::Duration::milliseconds(1);
+    assert!(
+        store
+            .claim_due(Channel::Webhook, early, 10, "t4", expires)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        store
+            .claim_due(Channel::Webhook, retry_at, 10, "t4", expires)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+/// Two webhook hosts (two loopback ports): "paused" answers its first request 429 with
+/// Retry-After 3; "other" answers at once. Arrival times per host.
+#[derive(Default)]
+struct Hosts {
+    arrivals: Mutex<BTreeMap<&'static str, Vec<Instant>>>,
+    first_429: Mutex<Option<Instant>>,
+}
+
+async fn host(State((hosts, name)): State<(Arc<Hosts>, &'static str)>) -> Response {
+    let now = Instant::now();
+    let first = {
+        let mut arrivals = hosts.arrivals.lock().unwrap();
+        let list = arrivals.entry(name).or_default();
+        list.push(now);
+        list.len() == 1
+    };
+    if name == "paused" && first {
+        *hosts.first_429.lock().unwrap() = Some(Instant::now());
+        return (StatusCode::TOO_MANY_REQUESTS, [(header::RETRY_AFTER, "3")]).into_response();
+    }
+    StatusCode::NO_CONTENT.into_response()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_host_holds_no_worker_and_hears_nothing_inside_its_retry_after() {
+    let feeds = spawn_feed_server().await;
+    let hosts = Arc::new(Hosts::default());
+    let mut bases = BTreeMap::new();
+    for name in ["paused", "other"] {
+        let app = Router::new()
+            .route("/hook/{n}", post(host))
+            .with_state((hosts.clone(), name));
+        bases.insert(name, crate::helpers::serve(app).await);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // Four workers and a generous per-host rate: with the old engine, the paused host's
+    // rows filled every worker for the whole Retry-After.
+    let extra = "[delivery]\nmax_attempts = 4\nbackoff_base_secs = 0.2\nbackoff_max_secs = 10.0\ntimeout_secs = 2.0\n[delivery.webhook]\nper_sec = 1000.0\nper_destination_per_sec = 200.0\nconcurrency = 4\n";
+    let config = fixture_config(&format!("{}/feeds", feeds.base), dir.path(), extra);
+    let store = open_store(&config).await;
+    let digest = pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
+        .await
+        .unwrap();
+    for i in 0..12 {
+        add(
+            &store,
+            &format!("webhook:{}/hook/p{i}", bases["paused"]),
+            "en",
+        )
+        .await;
+    }
+    for i in 0..40 {
+        add(
+            &store,
+            &format!("webhook:{}/hook/o{i}", bases["other"]),
+            "en",
+        )
+        .await;
+    }
+    let engine =
+        Arc::new(Engine::new(store.clone(), &config, Arc::new(Metrics::default())).unwrap());
+    engine.plan(&digest).await.unwrap();
+    run_until_idle(&engine, Duration::from_secs(15)).await;
+
+    let counts = store.delivery_counts(digest.date).await.unwrap();
+    assert_eq!((counts.sent, counts.failed, counts.pending), (52, 0, 0));
+    let arrivals = hosts.arrivals.lock().unwrap().clone();
+    let first_429 = hosts
+        .first_429
+        .lock()
+        .unwrap()
+        .expect("the paused host answered 429");
+    let retry_window_end = first_429 + Duration::from_secs(3);
+    // Requests already on the wire when the 429 was answered may arrive just after it;
+    // nothing sent after the answer arrives inside the window.
+    let inside: Vec<Duration> = arrivals["paused"]
+        .iter()
+        .filter(|t| **t > first_429 + Duration::from_millis(300) && **t < retry_window_end)
+        .map(|t| t.duration_since(first_429))
+        .collect();
+    assert!(inside.is_empty(), "requests inside Retry-After: {inside:?}");
+    assert_eq!(
+        arrivals["paused"].len(),
+        13,
+        "12 deliveries and the refused first try"
+    );
+    // The other host was served while the paused one waited.
+    let other_done = *arrivals["other"].iter().max().unwrap();
+    assert!(
+        other_done < retry_window_end,
+        "the other host finished {:?} after the 429, inside the 3 s pause",
+        other_done.duration_since(first_429)
+    );
+    assert_eq!(arrivals["other"].len(), 40);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_message_telegram_digests_provoke_no_429_and_keep_each_chat_spaced() {
+    let feeds = spawn_feed_server().await;
+    let (api, mock) = spawn_mock().await;
+    mock.strict_limits.store(true, Ordering::Relaxed);
+    let dir = tempfile::tempdir().unwrap();
+    let env = "KDIGEST_TEST_TG_TOKEN_OUTBOX";
+    unsafe { std::env::set_var(env, crate::telegram_mock::TOKEN) };
+    let extra = format!(
+        "[telegram]\napi_url = \"{api}\"\ntoken_env = \"{env}\"\n[delivery.telegram]\nper_sec = 30.0\nper_destination_per_sec = 1.0\nconcurrency = 30\n"
+    );
+    let config = fixture_config(&format!("{}/feeds", feeds.base), dir.path(), &extra);
+    let store = open_store(&config).await;
+    let digest = pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
+        .await
+        .unwrap();
+    // zh-CN and en readers of the whole digest: several messages each.
+    let chats: Vec<i64> = (1..=40).collect();
+    for chat in &chats {
+        let language = if chat % 2 == 0 { "en" } else { "zh-CN" };
+        add(&store, &format!("telegram:{chat}"), language).await;
+        mock.modes.lock().unwrap().insert(*chat, ChatMode::Ok);
+    }
+    let engine =
+        Arc::new(Engine::new(store.clone(), &config, Arc::new(Metrics::default())).unwrap());
+    engine.plan(&digest).await.unwrap();
+    run_until_idle(&engine, Duration::from_secs(20)).await;
+
+    assert_eq!(mock.too_many.load(Ordering::Relaxed), 0, "no 429 provoked");
+    let counts = store.delivery_counts(digest.date).await.unwrap();
+    assert_eq!(counts.sent, 40);
+    let mut messages = 0;
+    for chat in &chats {
+        let sent = mock.sent_to(*chat);
+        assert!(sent.len() >= 2, "chat {chat} got {} messages", sent.len());
+        messages += sent.len();
+        for pair in sent.windows(2) {
+            let gap = pair[1].at.duration_since(pair[0].at);
+            assert!(gap >= Duration::from_millis(990), "chat {chat}: {gap:?}");
+        }
+    }
+    assert!(messages >= 100, "{messages} messages in all");
+    assert_eq!(mock.problems.lock().unwrap().clone(), Vec::<String>::new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_fault_and_a_panic_are_survived_and_healthz_reports_them_while_they_last() {
+    let feeds = spawn_feed_server().await;
+    let hosts = Arc::new(Hosts::default());
+    let app = Router::new()
+        .route("/hook/{n}", post(host))
+        .with_state((hosts.clone(), "other"));
+    let base = crate::helpers::serve(app).await;
+    let dir = tempfile::tempdir().unwrap();
+    let extra = "[delivery]\nbackoff_base_secs = 0.2\nbackoff_max_secs = 1.0\n";
+    let config = fixture_config(&format!("{}/feeds", feeds.base), dir.path(), extra);
+    let store = open_store(&config).await;
+    let digest = pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
+        .await
+        .unwrap();
+    let panicky = add(&store, &format!("webhook:{base}/hook/panicky"), "en").await;
+    add(&store, &format!("webhook:{base}/hook/calm"), "en").await;
+    let engine =
+        Arc::new(Engine::new(store.clone(), &config, Arc::new(Metrics::default())).unwrap());
+    let router = kdigest::web::router(
+        Arc::new(Metrics::default()),
+        kdigest::web::Services {
+            delivery: Some(engine.clone()),
+            ..Default::default()
+        },
+    );
+    let web = crate::helpers::serve(router).await;
+    let client = reqwest::Client::new();
+    let health = || async {
+        let r = client.get(format!("{web}/healthz")).send().await.unwrap();
+        (r.status().as_u16(), r.text().await.unwrap())
+    };
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    let workers = tokio::spawn({
+        let engine = engine.clone();
+        async move { engine.run(Until::Shutdown, rx).await }
+    });
+    assert_eq!(health().await.0, 200);
+
+    // The store fault: the outbox table disappears under the running workers.
+    let db = sqlx::SqlitePool::connect(&format!("sqlite://{}", config.storage.path.display()))
+        .await
+        .unwrap();
+    sqlx::query("ALTER TABLE deliveries RENAME TO deliveries_away")
+        .execute(&db)
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let (status, body) = loop {
+        let (status, body) = health().await;
+        if body.contains("worker down") || started.elapsed() > Duration::from_secs(20) {
+            break (status, body);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        body.contains("webhook delivery worker down") && body.contains("deliveries"),
+        "{body}"
+    );
+    sqlx::query("ALTER TABLE deliveries_away RENAME TO deliveries")
+        .execute(&db)
+        .await
+        .unwrap();
+
+    // The panic: the first attempt to one subscriber panics; it is retried, the other
+    // subscriber is not held up, and the worker stays up.
+    engine.inject_panic(panicky);
+    engine.plan(&digest).await.unwrap();
+    let started = Instant::now();
+    loop {
+        let counts = store.delivery_counts(digest.date).await.unwrap();
+        let (status, _) = health().await;
+        if counts.sent == 2 && status == 200 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "not healed: {counts:?}, healthz {status}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let attempts: i64 =
+        sqlx::query_scalar("SELECT attempts FROM deliveries WHERE subscriber_id = $1")
+            .bind(panicky)
+            .fetch_one(&db)
+            .await
+            .unwrap();
+    assert_eq!(attempts, 2, "the panicked attempt counts as one");
+    let metrics = client
+        .get(format!("{web}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("kdigest_outbox_oldest_ready_seconds{channel=\"webhook\"} 0.000"),
+        "{metrics}"
+    );
+    tx.send(true).unwrap();
+    workers.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn when_most_receivers_refuse_our_signature_the_channel_pauses_and_nobody_is_disabled() {
+    let feeds = spawn_feed_server().await;
+    let hits = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let dir = tempfile::tempdir().unwrap();
+    let config = fixture_config(
+        &format!("{}/feeds", feeds.base),
+        dir.path(),
+        "[delivery]\nmax_attempts = 3\nbackoff_base_secs = 0.1\nbackoff_max_secs = 0.5\n",
+    );
+    let store = open_store(&config).await;
+    let digest = pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
+        .await
+        .unwrap();
+    // Eight receivers (eight hosts) that all refuse the signature, as after a key rotation.
+    for i in 0..8 {
+        let hits = hits.clone();
+        let app = Router::new().route(
+            "/hook",
+            post(move || async move {
+                hits.fetch_add(1, Ordering::Relaxed);
+                StatusCode::UNAUTHORIZED
+            }),
+        );
+        let base = crate::helpers::serve(app).await;
+        for j in 0..3 {
+            add(&store, &format!("webhook:{base}/hook?s={i}{j}"), "en").await;
+        }
+    }
+    let engine =
+        Arc::new(Engine::new(store.clone(), &config, Arc::new(Metrics::default())).unwrap());
+    engine.plan(&digest).await.unwrap();
+    run_until_idle(&engine, Duration::from_secs(10)).await;
+
+    let counts = store.delivery_counts(digest.date).await.unwrap();
+    assert_eq!(
+        counts.failed, 0,
+        "no delivery used up its attempts: {counts:?}"
+    );
+    assert_eq!(
+        counts.pending, 24,
+        "all wait for the channel's pause to end"
+    );
+    assert!(
+        hits.load(Ordering::Relaxed) < 24 * 3,
+        "{} requests: the channel stopped before every attempt was spent",
+        hits.load(Ordering::Relaxed)
+    );
+    let disabled = store
+        .subscribers()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|s| s.status != Status::Active)
+        .count();
+    assert_eq!(disabled, 0);
+}
