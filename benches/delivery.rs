@@ -164,18 +164,7 @@ async fn bench_fan_out(label: &str, n: usize, limit: Option<usize>, delivery_tom
     let addresses: Vec<Address> = (0..n)
         .map(|i| Address::parse(&format!("webhook:{base}/{i}")).unwrap())
         .collect();
-    let all = Filter::default();
-    let rows: Vec<NewSubscriber> = addresses
-        .iter()
-        .map(|a| NewSubscriber {
-            address: a,
-            filter: &all,
-            language: "en",
-            status: &Status::Active,
-            notify_empty: false,
-        })
-        .collect();
-    store.add_subscribers(&rows, Utc::now()).await.unwrap();
+    common::add_readers_of_everything(&store, &addresses).await;
     let engine =
         Arc::new(Engine::new(store.clone(), &config, Arc::new(Metrics::default())).unwrap());
     engine.plan(&digest).await.unwrap();

@@ -99,7 +99,11 @@ pub async fn refresh_sources(
                 continue;
             }
             Ok(FetchOutcome::Fetched { body, validators }) => {
-                match parse_feed(&body, source, result.fetched_at) {
+                // Parsing and sanitising a large feed is CPU work: off the async threads.
+                let (owned, at) = (source.clone(), result.fetched_at);
+                let parsed =
+                    tokio::task::spawn_blocking(move || parse_feed(&body, &owned, at)).await?;
+                match parsed {
                     Ok(items) => {
                         tracing::info!(message = "Source fetched", source = %source.name, items = items.len());
                         store.upsert_items(&items, result.fetched_at).await?;
@@ -143,8 +147,16 @@ pub async fn build_digest(
     let names: Vec<String> = config.sources.iter().map(|s| s.name.clone()).collect();
     let items = store.items_in_window(&names, &window).await?;
     let source_counts = digest::count_by_source(&items, config, &failed);
-    let classifier = Classifier::new(&config.layers, &config.relevance);
-    let mut all = digest::candidates(items, &window, config, &classifier);
+    // Clustering, classifying and scoring thousands of items is CPU work: off the async
+    // threads, so the web server and the delivery workers keep answering.
+    let mut all = {
+        let (config, window) = (config.clone(), window.clone());
+        tokio::task::spawn_blocking(move || {
+            let classifier = Classifier::new(&config.layers, &config.relevance);
+            digest::candidates(items, &window, &config, &classifier)
+        })
+        .await?
+    };
     let rank_usage = summarize::rank(&mut all, config, store).await?;
     let candidates = digest::eligible(all, config);
     let locale = Locale::load(

@@ -79,3 +79,28 @@ impl<K: std::hash::Hash + Eq + Copy> Tally<K> {
         (self.total() - 1) as f64 / last.duration_since(first).as_secs_f64()
     }
 }
+
+/// Adds one active English subscriber per address, all with the filter that keeps every
+/// event.
+#[allow(dead_code)]
+pub async fn add_readers_of_everything(
+    store: &kdigest::store::Store,
+    addresses: &[kdigest::subscriber::Address],
+) {
+    let all = kdigest::model::Filter::default();
+    let active = kdigest::subscriber::Status::Active;
+    let rows: Vec<kdigest::store::NewSubscriber> = addresses
+        .iter()
+        .map(|a| kdigest::store::NewSubscriber {
+            address: a,
+            filter: &all,
+            language: "en",
+            status: &active,
+            notify_empty: false,
+        })
+        .collect();
+    store
+        .add_subscribers(&rows, chrono::Utc::now())
+        .await
+        .unwrap();
+}

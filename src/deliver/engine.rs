@@ -348,7 +348,11 @@ impl Engine {
                 }
                 continue;
             }
+            // The batch's subscribers in one query, not one per delivery.
+            let ids: Vec<i64> = batch.iter().map(|c| c.subscriber_id).collect();
+            let mut subscribers = self.store.subscribers_with_ids(&ids).await?;
             for claimed in batch {
+                let subscriber = subscribers.remove(&claimed.subscriber_id);
                 let permit = slots
                     .clone()
                     .acquire_owned()
@@ -357,7 +361,7 @@ impl Engine {
                 let engine = self.clone();
                 in_flight.spawn(async move {
                     // A panic in one delivery is that delivery's failure, not the worker's.
-                    let delivery = AssertUnwindSafe(engine.deliver(&claimed, channel));
+                    let delivery = AssertUnwindSafe(engine.deliver(&claimed, subscriber, channel));
                     if let Err(panic) = delivery.catch_unwind().await {
                         let error = anyhow::anyhow!("the delivery panicked: {}", panic_text(panic));
                         engine.settle_unexpected(&claimed, &error).await;
@@ -398,8 +402,13 @@ impl Engine {
 
     /// Sends one claimed delivery and settles its row. Errors are logged, never propagated:
     /// one failing subscriber never stops the others.
-    async fn deliver(&self, c: &Claimed, channel: Channel) {
-        if let Err(error) = self.try_deliver(c, channel).await {
+    async fn deliver(
+        &self,
+        c: &Claimed,
+        subscriber: Option<crate::subscriber::Subscriber>,
+        channel: Channel,
+    ) {
+        if let Err(error) = self.try_deliver(c, subscriber, channel).await {
             self.settle_unexpected(c, &error).await;
         }
     }
@@ -442,6 +451,12 @@ impl Engine {
         subscriber: &crate::subscriber::Subscriber,
         channel: Channel,
     ) -> anyhow::Result<Arc<Vec<String>>> {
+        if let Some(hit) =
+            self.cache
+                .cached(&digest, &subscriber.filter, &subscriber.language, channel)
+        {
+            return Ok(hit);
+        }
         let cache = self.cache.clone();
         let filter = subscriber.filter.clone();
         let language = subscriber.language.clone();
@@ -459,7 +474,12 @@ impl Engine {
             .insert(subscriber_id);
     }
 
-    async fn try_deliver(&self, c: &Claimed, channel: Channel) -> anyhow::Result<()> {
+    async fn try_deliver(
+        &self,
+        c: &Claimed,
+        subscriber: Option<crate::subscriber::Subscriber>,
+        channel: Channel,
+    ) -> anyhow::Result<()> {
         let attempts = c.attempts + 1;
         let injected = self
             .panic_for
@@ -471,7 +491,7 @@ impl Engine {
             "injected panic for subscriber {}",
             c.subscriber_id
         );
-        let subscriber = match self.store.subscriber(c.subscriber_id).await? {
+        let subscriber = match subscriber {
             Some(s) if s.status == Status::Active => s,
             Some(s) => {
                 let reason = format!("Subscriber is {} now", s.status.as_str());

@@ -233,6 +233,18 @@ impl RenderCache {
         Ok(messages)
     }
 
+    /// The render when it is made already; never waits for one in progress.
+    pub fn cached(
+        &self,
+        d: &Digest,
+        filter: &Filter,
+        language: &str,
+        channel: Channel,
+    ) -> Option<Arc<Vec<String>>> {
+        let key = (d.date, filter.clone(), language.to_string(), channel);
+        self.renders.try_lock().ok()?.get(&key).cloned()
+    }
+
     /// The renderer of one language, built once.
     pub fn renderer(&self, language: &str) -> anyhow::Result<Arc<Renderer>> {
         let mut renderers = lock(&self.renderers);

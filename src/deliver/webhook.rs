@@ -30,6 +30,10 @@ impl WebhookSender {
             .timeout(timeout)
             .connect_timeout(timeout.min(Duration::from_secs(10)))
             .redirect(reqwest::redirect::Policy::none())
+            // Thousands of receivers each get a message or two a day: keeping a socket per
+            // host for the default 90 s would hold one file descriptor per subscriber.
+            .pool_idle_timeout(Duration::from_secs(10))
+            .pool_max_idle_per_host(4)
             .user_agent(concat!("kdigest/", env!("CARGO_PKG_VERSION"), " webhook"))
             .build()?;
         Ok(WebhookSender { client, secret })

@@ -77,6 +77,30 @@ impl Store {
         row.as_ref().map(subscriber_from_row).transpose()
     }
 
+    /// The subscribers with these ids (one query for a claimed batch), by id.
+    pub async fn subscribers_with_ids(
+        &self,
+        ids: &[i64],
+    ) -> anyhow::Result<std::collections::HashMap<i64, Subscriber>> {
+        let mut found = std::collections::HashMap::new();
+        // Well under SQLite's 32,766 parameters per statement.
+        for chunk in ids.chunks(1_000) {
+            let mut query = sqlx::QueryBuilder::<sqlx::Sqlite>::new(format!(
+                "SELECT {COLUMNS} FROM subscribers WHERE id IN ("
+            ));
+            let mut list = query.separated(", ");
+            for id in chunk {
+                list.push_bind(*id);
+            }
+            query.push(")");
+            for row in query.build().fetch_all(&self.pool).await? {
+                let s = subscriber_from_row(&row)?;
+                found.insert(s.id, s);
+            }
+        }
+        Ok(found)
+    }
+
     pub async fn subscriber_by_address(
         &self,
         address: &Address,

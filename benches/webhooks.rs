@@ -1,0 +1,243 @@
+//! `cargo bench --bench webhooks`: 10,000 webhook destinations through the release binary
+//! (`kdigest run --once`, the whole daily job) and a receiver in another process (this
+//! bench binary started again with `--receiver`).
+//!
+//! Every subscriber is its own destination: URLs spread over 10,000 loopback addresses
+//! (127.0.x.y, all on `lo`; the receiver listens on 0.0.0.0 for the bench's seconds), so
+//! the per-host limit (`delivery.webhook.per_destination_per_sec`, default 10/s) holds
+//! as in production and each destination is a new connection, not one kept-alive socket.
+//!
+//! 1. Steady state: deliveries per second from the first arrival to the last.
+//! 2. One destination answers 429 with `Retry-After: 60`: how much later the other 9,999
+//!    finish than in run 1, whether anything reached the paused host inside its 60 s, and
+//!    that it got its digest after them.
+
+mod common;
+
+use std::collections::HashMap;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use kdigest::store::Store;
+use kdigest::subscriber::Address;
+
+const DESTINATIONS: usize = 10_000;
+const PAUSE_SECS: u64 = 60;
+
+/// The receiver process: arrivals per path, with the paused destination (if any)
+/// answering 429 for [`PAUSE_SECS`] after its first request.
+struct Receiver {
+    started: Instant,
+    paused: Option<usize>,
+    arrivals: Mutex<HashMap<usize, Vec<Instant>>>,
+    first_429: Mutex<Option<Instant>>,
+}
+
+async fn receive(State(r): State<Arc<Receiver>>, Path(i): Path<usize>) -> Response {
+    let now = Instant::now();
+    r.arrivals.lock().unwrap().entry(i).or_default().push(now);
+    if Some(i) == r.paused {
+        let mut first = r.first_429.lock().unwrap();
+        let since = *first.get_or_insert(now);
+        if now.duration_since(since) < Duration::from_secs(PAUSE_SECS) {
+            return (
+                StatusCode::TOO_MANY_REQUESTS,
+                [(header::RETRY_AFTER, PAUSE_SECS.to_string())],
+            )
+                .into_response();
+        }
+    }
+    StatusCode::NO_CONTENT.into_response()
+}
+
+/// Milliseconds since the receiver started, as JSON numbers.
+async fn stats(State(r): State<Arc<Receiver>>) -> axum::Json<serde_json::Value> {
+    let ms = |t: Instant| t.duration_since(r.started).as_secs_f64() * 1e3;
+    let arrivals = r.arrivals.lock().unwrap();
+    let first_429 = *r.first_429.lock().unwrap();
+    let others: Vec<Instant> = arrivals
+        .iter()
+        .filter(|(i, _)| Some(**i) != r.paused)
+        .flat_map(|(_, t)| t.iter().copied())
+        .collect();
+    let duplicates: usize = arrivals
+        .iter()
+        .filter(|(i, _)| Some(**i) != r.paused)
+        .map(|(_, t)| t.len() - 1)
+        .sum();
+    let paused: Vec<Instant> = r
+        .paused
+        .and_then(|i| arrivals.get(&i).cloned())
+        .unwrap_or_default();
+    // Requests that reached the paused host inside its Retry-After (the first answer
+    // excluded, and 200 ms for requests already on the wire).
+    let inside = first_429.map_or(0, |f| {
+        paused
+            .iter()
+            .filter(|t| {
+                **t > f + Duration::from_millis(200)
+                    && t.duration_since(f) < Duration::from_secs(PAUSE_SECS)
+            })
+            .count()
+    });
+    axum::Json(serde_json::json!({
+        "destinations": arrivals.len(),
+        "duplicates": duplicates,
+        "others_first_ms": others.iter().copied().min().map(ms),
+        "others_last_ms": others.iter().copied().max().map(ms),
+        "others": others.len(),
+        "paused_requests": paused.len(),
+        "paused_inside_retry_after": inside,
+        "paused_delivered_ms": paused.last().map(|t| ms(*t)),
+        "first_429_ms": first_429.map(ms),
+    }))
+}
+
+fn run_receiver(paused: Option<usize>) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let r = Arc::new(Receiver {
+            started: Instant::now(),
+            paused,
+            arrivals: Mutex::new(HashMap::new()),
+            first_429: Mutex::new(None),
+        });
+        let app = Router::new()
+            .route("/h/{i}", post(receive))
+            .route("/stats", get(stats))
+            .with_state(r);
+        let listener = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();
+        println!("{}", listener.local_addr().unwrap().port());
+        axum::serve(listener, app).await.unwrap();
+    });
+}
+
+/// The loopback address of destination `i`: 127.0.x.y with y in 1..=250.
+fn host(i: usize) -> String {
+    format!("127.0.{}.{}", i / 250, i % 250 + 1)
+}
+
+struct Run {
+    rate: f64,
+    others_span_ms: f64,
+    stats: serde_json::Value,
+    wall_s: f64,
+}
+
+fn one_run(paused: Option<usize>) -> Run {
+    let mut receiver = Command::new(std::env::current_exe().unwrap())
+        .arg("--receiver")
+        .arg(paused.map_or("none".to_string(), |p| p.to_string()))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(receiver.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let port: u16 = line.trim().parse().unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let feeds = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/feeds");
+    let db = dir.path().join("bench.sqlite");
+    let config_text = format!(
+        "{}\n[storage]\npath = \"{}\"\n[delivery.webhook]\nper_sec = 100000.0\nper_destination_per_sec = 10.0\nconcurrency = 256\n",
+        kdigest::demo::DEMO_CONFIG.replace("{base}", &format!("file://{}", feeds.display())),
+        db.display()
+    );
+    let config_path = dir.path().join("config.toml");
+    std::fs::write(&config_path, config_text).unwrap();
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let store = Store::open(&db).await.unwrap();
+        let addresses: Vec<Address> = (0..DESTINATIONS)
+            .map(|i| Address::parse(&format!("webhook:http://{}:{port}/h/{i}", host(i))).unwrap())
+            .collect();
+        common::add_readers_of_everything(&store, &addresses).await;
+        store.close().await;
+    });
+
+    let t = Instant::now();
+    let status = Command::new(env!("CARGO_BIN_EXE_kdigest"))
+        .arg("--config")
+        .arg(&config_path)
+        .args(["run", "--once", "--date", "2026-10-28"])
+        .env("KDIGEST_WEBHOOK_SECRET", "bench-secret")
+        .env("RUST_LOG", "error")
+        .status()
+        .unwrap();
+    let wall_s = t.elapsed().as_secs_f64();
+    assert!(status.success(), "kdigest run --once failed: {status}");
+    let stats: serde_json::Value = rt.block_on(async {
+        reqwest::get(format!("http://127.0.0.1:{port}/stats"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    });
+    receiver.kill().unwrap();
+    let _ = receiver.wait();
+    let first = stats["others_first_ms"].as_f64().unwrap();
+    let last = stats["others_last_ms"].as_f64().unwrap();
+    let others = stats["others"].as_f64().unwrap();
+    Run {
+        rate: (others - 1.0) / ((last - first) / 1e3),
+        others_span_ms: last - first,
+        stats,
+        wall_s,
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--test") {
+        return;
+    }
+    if let Some(i) = args.iter().position(|a| a == "--receiver") {
+        return run_receiver(args.get(i + 1).and_then(|p| p.parse().ok()));
+    }
+    let steady = one_run(None);
+    println!(
+        "webhooks: {DESTINATIONS} destinations through `kdigest run --once` in {:.1} s; {:.0} deliveries/s (first to last arrival, {:.0} ms); duplicates {}; destinations reached {}",
+        steady.wall_s,
+        steady.rate,
+        steady.others_span_ms,
+        steady.stats["duplicates"],
+        steady.stats["destinations"]
+    );
+    let paused = one_run(Some(0));
+    let s = &paused.stats;
+    let first_429 = s["first_429_ms"].as_f64().unwrap_or(0.0);
+    println!(
+        "webhooks, one host paused {PAUSE_SECS} s: the other {} finished in {:.0} ms ({:+.0} ms against the steady run, {:.0}/s); requests to the paused host inside its Retry-After {}; it got its digest {:.1} s after its 429 ({} requests in all); duplicates {}; wall {:.1} s",
+        DESTINATIONS - 1,
+        paused.others_span_ms,
+        paused.others_span_ms - steady.others_span_ms,
+        paused.rate,
+        s["paused_inside_retry_after"],
+        (s["paused_delivered_ms"].as_f64().unwrap_or(0.0) - first_429) / 1e3,
+        s["paused_requests"],
+        s["duplicates"],
+        paused.wall_s
+    );
+    println!(
+        "webhooks: peak RSS of the bench process {:.0} MiB",
+        common::peak_rss_mib()
+    );
+}
