@@ -167,7 +167,14 @@ async fn run_forever(
     tracing::info!(message = "Serving /healthz and /metrics", address = %bound);
     // Admin /run requests; capacity one, so a request while one is pending is refused.
     let (run_tx, mut run_rx) = tokio::sync::mpsc::channel::<()>(1);
-    let (bot, webhook_bot) = start_telegram_bot(config, store, run_tx, shutdown.clone()).await;
+    let (bot, webhook_bot) = start_telegram_bot(
+        config,
+        store,
+        run_tx,
+        engine.limits(crate::subscriber::Channel::Telegram),
+        shutdown.clone(),
+    )
+    .await;
     let mut web_shutdown = shutdown.clone();
     // Discord commands: the HTTP endpoint when a public key is set, else the gateway.
     let discord_bot = config.discord.public_key.is_some().then(|| {
@@ -305,6 +312,7 @@ async fn start_telegram_bot(
     config: &Config,
     store: &Store,
     runs: crate::bot::handlers::RunTrigger,
+    limits: Arc<crate::deliver::limits::Limits>,
     shutdown: watch::Receiver<bool>,
 ) -> (BotTask, Option<Arc<crate::bot::telegram::TelegramBot>>) {
     if !config.telegram.bot {
@@ -323,6 +331,7 @@ async fn start_telegram_bot(
         Arc::new(config.clone()),
         Some(runs),
     );
+    telegram.share_limits(limits);
     match &config.telegram.webhook_url {
         None => {
             tracing::info!(message = "Telegram bot polling for commands");

@@ -41,9 +41,10 @@ pub struct TelegramBot {
     renders: crate::deliver::RenderCache,
     runs: Option<RunTrigger>,
     username: Option<String>,
-    /// When the bot last sent to each chat, for one message per second per chat across
-    /// replies; entries older than the gap are dropped, so it holds only active chats.
-    last_sent: std::sync::Mutex<std::collections::HashMap<ChatId, tokio::time::Instant>>,
+    /// Telegram's limits (30/s, one message per second per chat, slower in groups). The
+    /// daemon shares the delivery engine's, so replies and digest deliveries to one chat
+    /// are spaced together.
+    limits: Arc<crate::deliver::limits::Limits>,
 }
 
 impl TelegramBot {
@@ -55,6 +56,10 @@ impl TelegramBot {
     ) -> TelegramBot {
         let cooldowns = Cooldowns::new(config.telegram.digest_cooldown);
         let renders = crate::deliver::RenderCache::new(config.digest.templates_dir.clone());
+        let limits = Arc::new(crate::deliver::limits::Limits::new(
+            &config.delivery.limits(crate::subscriber::Channel::Telegram),
+            Some(config.telegram.group_per_minute),
+        ));
         TelegramBot {
             bot,
             store,
@@ -63,21 +68,22 @@ impl TelegramBot {
             renders,
             runs,
             username: None,
-            last_sent: Default::default(),
+            limits,
         }
     }
 
-    /// Waits until this chat may get its next message, and books the slot.
+    /// Uses these limits instead of its own (the delivery engine's, in the daemon).
+    pub fn share_limits(&mut self, limits: Arc<crate::deliver::limits::Limits>) {
+        self.limits = limits;
+    }
+
+    /// Waits until this chat may get its next message, and takes the slot. A reply waits
+    /// out a pause rather than being given back: someone is waiting for it.
     async fn pace(&self, chat: ChatId) {
-        let now = tokio::time::Instant::now();
-        let at = {
-            let mut last = self.last_sent.lock().expect("pace lock");
-            last.retain(|_, t| now.duration_since(*t) < REPLY_GAP);
-            let at = last.get(&chat).map_or(now, |t| (*t + REPLY_GAP).max(now));
-            last.insert(chat, at);
-            at
-        };
-        tokio::time::sleep_until(at).await;
+        let key = crate::subscriber::Address::Telegram(chat.0).destination_key();
+        while let Err(until) = self.limits.acquire(&key, chat.0 < 0).await {
+            tokio::time::sleep_until(until).await;
+        }
     }
 
     /// Registers the command menu in Chinese and, as the default, in English.
@@ -387,8 +393,6 @@ impl TelegramBot {
     }
 }
 
-/// Between two messages to one chat: Telegram allows about one message per second per chat.
-const REPLY_GAP: std::time::Duration = std::time::Duration::from_millis(1_050);
 /// Flood-waits a reply waits out before it gives up.
 const FLOOD_WAITS: u32 = 3;
 

@@ -59,7 +59,7 @@ pub struct Engine {
     store: Store,
     delivery: DeliveryConfig,
     senders: HashMap<Channel, Sender>,
-    limits: HashMap<Channel, Limits>,
+    limits: HashMap<Channel, Arc<Limits>>,
     cache: Arc<RenderCache>,
     digests: Mutex<BTreeMap<NaiveDate, Arc<Digest>>>,
     metrics: Arc<Metrics>,
@@ -132,7 +132,10 @@ impl Engine {
             .iter()
             .map(|c| {
                 let group = (*c == Channel::Telegram).then_some(config.telegram.group_per_minute);
-                (*c, Limits::new(&config.delivery.limits(*c), group))
+                (
+                    *c,
+                    Arc::new(Limits::new(&config.delivery.limits(*c), group)),
+                )
             })
             .collect();
         Ok(Engine {
@@ -149,6 +152,11 @@ impl Engine {
             claims: AtomicU64::new(0),
             panic_for: Mutex::new(Default::default()),
         })
+    }
+
+    /// A channel's limits, for the bots to share (their replies count against them too).
+    pub fn limits(&self, channel: Channel) -> Arc<Limits> {
+        self.limits[&channel].clone()
     }
 
     /// Channels with a sender, in a fixed order.

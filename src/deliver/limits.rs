@@ -25,6 +25,17 @@ use crate::config::ChannelLimits;
 /// gives the row back.
 const HOLD_MARGIN: Duration = Duration::from_millis(1000);
 
+/// A destination's spacing is stretched by 1/40 (25 ms on Telegram's second per chat): a
+/// receiver measures arrivals, and two requests sent exactly a second apart can arrive a
+/// few milliseconds closer (Telegram answers that with a 429).
+const ARRIVAL_MARGIN: u32 = 40;
+
+/// The spacing between two messages to one destination at `per_sec`, with the margin.
+fn destination_gap(per_sec: f64) -> Duration {
+    let g = gap(per_sec);
+    g + g / ARRIVAL_MARGIN
+}
+
 /// Destinations remembered before ended ones are forgotten (the map stays as large as
 /// the destinations active in the last few seconds).
 const PRUNE_ABOVE: usize = 4096;
@@ -70,13 +81,15 @@ fn gap(per_sec: f64) -> Duration {
 
 impl Limits {
     pub fn new(limits: &ChannelLimits, group_per_minute: Option<f64>) -> Limits {
-        let destination_gap = gap(limits.per_destination_per_sec);
+        let destination_gap = destination_gap(limits.per_destination_per_sec);
         let now = Instant::now();
         Limits {
             channel_gap: gap(limits.per_sec),
             destination_gap,
             group_gap: group_per_minute
-                .map_or(destination_gap, |per_minute| gap(per_minute / 60.0))
+                .map_or(destination_gap, |per_minute| {
+                    self::destination_gap(per_minute / 60.0)
+                })
                 .max(destination_gap),
             state: Mutex::new(State {
                 channel_next: now,
@@ -255,7 +268,7 @@ mod tests {
             Slot::Take
         );
         // Nothing was reserved while chat:1 waited: at 1 s it may send, once.
-        let t1 = t0 + Duration::from_secs(1);
+        let t1 = t0 + Duration::from_millis(1025);
         assert_eq!(limits.poll("chat:1", false, t1), Slot::Take);
         assert!(matches!(
             limits.poll("chat:1", false, t1),
@@ -271,7 +284,7 @@ mod tests {
         let Slot::WaitUntil(at) = limits.poll("group", true, t0) else {
             panic!("must wait")
         };
-        assert_eq!(at - t0, Duration::from_secs(3));
+        assert_eq!(at - t0, Duration::from_millis(3075));
     }
 
     #[test]
