@@ -285,26 +285,61 @@ async fn run_forever(
             _ = shutdown.wait_for(|stop| *stop) => break,
         }
     }
-    tracing::info!(message = "Shutting down: in-flight deliveries finish, nothing new is claimed");
-    workers.await??;
-    web.await??;
+    let grace = config.daemon.shutdown_grace;
+    tracing::info!(
+        message = "Shutting down: in-flight deliveries finish, nothing new is claimed",
+        grace_secs = grace.as_secs()
+    );
+    // Every task gets the same grace period, counted from now; what is still running then
+    // is cut off, so a gateway that cannot connect never keeps the process (and its lease).
+    let deadline = tokio::time::Instant::now() + grace;
+    let mut failure = None;
+    failure = failure.or(stop_within("delivery workers", workers, deadline).await);
+    failure = failure.or(stop_within("web server", web, deadline).await);
     flusher.abort();
     if let Err(error) = blog.flush_reads().await {
         tracing::warn!(message = "Page views of the last seconds were not stored", error = %format!("{error:#}"));
     }
     if let Some(bot) = bot {
-        bot.await??;
+        failure = failure.or(stop_within("Telegram bot", bot, deadline).await);
     }
     if let Some(gateway) = gateway {
         // A gateway that failed (bad token, network) has been logged; it does not fail the run.
-        if let Ok(Err(error)) = gateway.await {
+        if let Some(error) = stop_within("Discord gateway", gateway, deadline).await {
             tracing::warn!(message = "Discord gateway ended", error = %format!("{error:#}"));
         }
+    }
+    if let Some(error) = failure {
+        return Err(error);
     }
     Ok(())
 }
 
 type BotTask = Option<tokio::task::JoinHandle<anyhow::Result<()>>>;
+
+/// Waits for one background task until `deadline`, then cuts it off with a warning. Returns
+/// the task's error, if it ended with one.
+async fn stop_within<T, E: Into<anyhow::Error>>(
+    name: &str,
+    task: tokio::task::JoinHandle<Result<T, E>>,
+    deadline: tokio::time::Instant,
+) -> Option<anyhow::Error> {
+    let abort = task.abort_handle();
+    match tokio::time::timeout_at(deadline, task).await {
+        Ok(Ok(Ok(_))) => None,
+        Ok(Ok(Err(error))) => Some(error.into()),
+        Ok(Err(join)) if join.is_cancelled() => None,
+        Ok(Err(join)) => Some(anyhow::anyhow!("{name} panicked: {join}")),
+        Err(_) => {
+            abort.abort();
+            tracing::warn!(
+                message = "A task did not stop within the shutdown grace period (daemon.shutdown_grace_secs); it was cut off",
+                task = name
+            );
+            None
+        }
+    }
+}
 
 /// The Telegram command bot, when a token is set and `telegram.bot` is on: a polling task,
 /// or (with `telegram.webhook_url`) the bot for the web server's webhook route.

@@ -262,6 +262,8 @@ pub struct DaemonConfig {
     pub listen: std::net::SocketAddr,
     pub log_format: LogFormat,
     pub lease: Duration,
+    /// How long background tasks get to stop after SIGINT/SIGTERM before they are cut off.
+    pub shutdown_grace: Duration,
 }
 
 #[derive(Debug, Clone)]

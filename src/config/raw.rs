@@ -271,6 +271,7 @@ pub struct RawDaemon {
     pub listen: String,
     pub log_format: String,
     pub lease_secs: u64,
+    pub shutdown_grace_secs: u64,
 }
 
 impl Default for RawDaemon {
@@ -279,6 +280,7 @@ impl Default for RawDaemon {
             listen: "127.0.0.1:9464".into(),
             log_format: "text".into(),
             lease_secs: 60,
+            shutdown_grace_secs: 5,
         }
     }
 }

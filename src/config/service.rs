@@ -194,10 +194,17 @@ pub(super) fn validate_daemon(raw: RawDaemon, problems: &mut Vec<String>) -> Dae
             raw.lease_secs
         ));
     }
+    if !(1..=300).contains(&raw.shutdown_grace_secs) {
+        problems.push(format!(
+            "daemon.shutdown_grace_secs: {} is out of range; use 1 to 300",
+            raw.shutdown_grace_secs
+        ));
+    }
     DaemonConfig {
         listen,
         log_format,
         lease: Duration::from_secs(raw.lease_secs.clamp(5, 3600)),
+        shutdown_grace: Duration::from_secs(raw.shutdown_grace_secs.clamp(1, 300)),
     }
 }
 

@@ -599,3 +599,66 @@ fn the_daemon_logs_the_port_it_bound_when_told_port_0() {
     let port: u16 = address.rsplit(':').next().unwrap().parse().unwrap();
     assert!(port > 0, "logged {address}, not the bound port");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_is_bounded_even_when_the_discord_gateway_cannot_connect() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = binary_config(dir.path());
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    // A bot token and no interactions key: the daemon connects to Discord's gateway, which
+    // it cannot reach here (no network), and keeps retrying the shard.
+    text.push_str(&format!(
+        "[daemon]\nlisten = \"127.0.0.1:{port}\"\nshutdown_grace_secs = 2\n[discord]\ntoken_env = \"KDIGEST_TEST_DISCORD_TOKEN_SHUTDOWN\"\n"
+    ));
+    std::fs::write(&config, text).unwrap();
+    let mut child = kdigest(&config, &["run"])
+        .env("KDIGEST_TEST_DISCORD_TOKEN_SHUTDOWN", "MTIz.bot-token.x")
+        .env("RUST_LOG", "info")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let client = reqwest::Client::new();
+    let started = Instant::now();
+    while client
+        .get(format!("http://127.0.0.1:{port}/healthz"))
+        .send()
+        .await
+        .is_err()
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "daemon did not come up"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Let the gateway start trying.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let kill = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let signalled = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if signalled.elapsed() > Duration::from_secs(30) {
+            child.kill().unwrap();
+            panic!("still running 30 s after SIGTERM with a 2 s grace period");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(status.success(), "exit 0 after the grace period: {status}");
+    let out = kdigest(&config, &["status"]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("Daemon: not running") && !stdout.contains("died"),
+        "the lease was released: {stdout}"
+    );
+}
