@@ -490,40 +490,56 @@ fn bad_schedule_exits_2_naming_the_key() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_daemon_serves_health_and_metrics_and_stops_on_sigterm() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = binary_config(dir.path());
+/// Starts `kdigest run` on a fresh config with `extra` TOML, listening on a free port, and
+/// waits until /healthz answers. Returns the child (stderr piped) and the port.
+async fn start_daemon(
+    dir: &Path,
+    extra: &str,
+    env: &[(&str, &str)],
+) -> (std::process::Child, std::path::PathBuf, u16) {
+    let config = binary_config(dir);
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
     let mut text = std::fs::read_to_string(&config).unwrap();
-    text.push_str(&format!(
-        "[daemon]\nlisten = \"127.0.0.1:{port}\"\nlog_format = \"json\"\n"
-    ));
+    text.push_str(&format!("[daemon]\nlisten = \"127.0.0.1:{port}\"\n{extra}"));
     std::fs::write(&config, text).unwrap();
-    let child = kdigest(&config, &["run"])
-        .env("RUST_LOG", "info")
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut command = kdigest(&config, &["run"]);
+    command.env("RUST_LOG", "info").stderr(Stdio::piped());
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let child = command.spawn().unwrap();
     let client = reqwest::Client::new();
     let started = Instant::now();
-    let health = loop {
-        match client
-            .get(format!("http://127.0.0.1:{port}/healthz"))
-            .send()
-            .await
-        {
-            Ok(r) => break r,
-            Err(_) if started.elapsed() < Duration::from_secs(30) => {
-                tokio::time::sleep(Duration::from_millis(100)).await
-            }
-            Err(e) => panic!("daemon did not come up: {e}"),
-        }
-    };
+    while client
+        .get(format!("http://127.0.0.1:{port}/healthz"))
+        .send()
+        .await
+        .is_err()
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "daemon did not come up"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    (child, config, port)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_serves_health_and_metrics_and_stops_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let (child, _config, port) = start_daemon(dir.path(), "log_format = \"json\"\n", &[]).await;
+    let client = reqwest::Client::new();
+    let started = Instant::now();
+    let health = client
+        .get(format!("http://127.0.0.1:{port}/healthz"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(health.text().await.unwrap(), "ok\n");
     // Catch-up generated the missed run's digest.
     let metrics = loop {
@@ -603,39 +619,14 @@ fn the_daemon_logs_the_port_it_bound_when_told_port_0() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_is_bounded_even_when_the_discord_gateway_cannot_connect() {
     let dir = tempfile::tempdir().unwrap();
-    let config = binary_config(dir.path());
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut text = std::fs::read_to_string(&config).unwrap();
     // A bot token and no interactions key: the daemon connects to Discord's gateway, which
     // it cannot reach here (no network), and keeps retrying the shard.
-    text.push_str(&format!(
-        "[daemon]\nlisten = \"127.0.0.1:{port}\"\nshutdown_grace_secs = 2\n[discord]\ntoken_env = \"KDIGEST_TEST_DISCORD_TOKEN_SHUTDOWN\"\n"
-    ));
-    std::fs::write(&config, text).unwrap();
-    let mut child = kdigest(&config, &["run"])
-        .env("KDIGEST_TEST_DISCORD_TOKEN_SHUTDOWN", "MTIz.bot-token.x")
-        .env("RUST_LOG", "info")
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let client = reqwest::Client::new();
-    let started = Instant::now();
-    while client
-        .get(format!("http://127.0.0.1:{port}/healthz"))
-        .send()
-        .await
-        .is_err()
-    {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "daemon did not come up"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let (mut child, config, _port) = start_daemon(
+        dir.path(),
+        "shutdown_grace_secs = 2\n[discord]\ntoken_env = \"KDIGEST_TEST_DISCORD_TOKEN_SHUTDOWN\"\n",
+        &[("KDIGEST_TEST_DISCORD_TOKEN_SHUTDOWN", "MTIz.bot-token.x")],
+    )
+    .await;
     // Let the gateway start trying.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let kill = Command::new("kill")
