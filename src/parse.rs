@@ -16,7 +16,13 @@ use crate::model::{Item, ItemKind, ReleaseLevel, SourceKind};
 use crate::text::{collapse_whitespace, decode_entities, html_to_text, normalize_url};
 
 /// Longest plain text kept per item; summaries and keyword rules never need more.
-const MAX_TEXT_CHARS: usize = 12_000;
+pub const MAX_TEXT_CHARS: usize = 12_000;
+/// Longest title kept (a real one is under 200 characters; a hostile feed's title of a
+/// megabyte became 258 Telegram messages). Cut at a word boundary with '…'.
+pub const MAX_TITLE_CHARS: usize = 300;
+/// Longest link kept; a longer one is dropped (a cut URL is a broken link), and the item is
+/// shown without one.
+pub const MAX_URL_CHARS: usize = 2_048;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ParseError {
@@ -164,7 +170,9 @@ fn to_item(entry: feed_rs::model::Entry, source: &SourceConfig, fetched_at: Date
         .or_else(|| entry.links.first())
         .map(|l| l.href.trim().to_string())
         .unwrap_or_default();
-    let url = normalize_url(&link).unwrap_or_default();
+    let url = normalize_url(&link)
+        .filter(|u| u.len() <= MAX_URL_CHARS)
+        .unwrap_or_default();
 
     let (mut text, links) = match (&entry.content, &entry.summary) {
         (Some(content), _) if content.body.is_some() => body_text(
@@ -175,9 +183,7 @@ fn to_item(entry: feed_rs::model::Entry, source: &SourceConfig, fetched_at: Date
         _ => (String::new(), Vec::new()),
     };
     text = strip_arxiv_listing_prefix(&text).to_string();
-    if text.chars().count() > MAX_TEXT_CHARS {
-        text = text.chars().take(MAX_TEXT_CHARS).collect();
-    }
+    text = crate::text::truncate_chars(&text, MAX_TEXT_CHARS);
 
     let title = entry
         .title
@@ -211,7 +217,7 @@ fn to_item(entry: feed_rs::model::Entry, source: &SourceConfig, fetched_at: Date
         let repo = source.name.rsplit('/').next().unwrap_or(&source.name);
         format!("{repo} {title}")
     } else {
-        title
+        crate::text::truncate_chars(&title, MAX_TITLE_CHARS)
     };
     // Release sources have versions worth scoring, and so does a post whose title says it
     // announces a release ("PyTorch 2.5 Release Blog"); a bare "3.0" in a blog title
@@ -456,6 +462,36 @@ mod tests {
         let items = parse_feed(xml, &source(SourceKind::Blog), now).unwrap();
         assert_eq!(items[0].kind, ItemKind::Post);
         assert_eq!(items[0].release, None);
+    }
+
+    #[test]
+    fn every_field_is_bounded_at_parse_time() {
+        let title = "FlashAttention kernel ".repeat(50_000);
+        let link = format!("https://example.org/{}", "a".repeat(5_000));
+        let body = "word ".repeat(10_000);
+        let xml = format!(
+            r#"<?xml version="1.0"?><rss version="2.0"><channel><title>t</title>
+            <item><title>{title}</title><link>{link}</link><description>{body}</description></item>
+            <item><title>短标题</title><link>https://example.org/ok</link><description>{}</description></item>
+            </channel></rss>"#,
+            "字".repeat(20_000)
+        );
+        let now = Utc.with_ymd_and_hms(2026, 10, 28, 0, 0, 0).unwrap();
+        let items = parse_feed(xml.as_bytes(), &source(SourceKind::Blog), now).unwrap();
+        let huge = &items[0];
+        assert!(huge.title.chars().count() <= MAX_TITLE_CHARS);
+        assert!(
+            huge.title.ends_with("kernel…"),
+            "cut at a word: {}",
+            &huge.title[huge.title.len() - 20..]
+        );
+        assert_eq!(huge.url, "", "a link too long to keep is dropped, not cut");
+        assert!(huge.text.chars().count() <= MAX_TEXT_CHARS);
+        assert!(huge.text.ends_with("word…"));
+        let cjk = &items[1];
+        assert_eq!(cjk.title, "短标题");
+        assert_eq!(cjk.text.chars().count(), MAX_TEXT_CHARS);
+        assert!(cjk.text.ends_with('…'));
     }
 
     #[test]

@@ -57,45 +57,102 @@ fn split_long(unit: &str, max: usize) -> Vec<String> {
     parts
 }
 
+/// Where a line can be cut: a byte index outside any tag or entity, and the elements open
+/// there (name, opening tag), which the cut closes and the next part reopens.
+struct Cut {
+    at: usize,
+    open: Vec<(String, String)>,
+}
+
+fn closers(open: &[(String, String)]) -> String {
+    open.iter()
+        .rev()
+        .map(|(name, _)| format!("</{name}>"))
+        .collect()
+}
+
+/// Cuts a line longer than `max` into parts that are each valid Telegram HTML: at a space
+/// between elements where there is one, else at a space inside elements (closing them at
+/// the cut and reopening them in the next part), else at a character boundary outside any
+/// tag or entity. A hostile title or summary can therefore never yield a part cut inside
+/// `<b><a href>`.
 fn split_line(line: &str, max: usize) -> Vec<String> {
     let mut out = Vec::new();
-    let mut rest = line;
-    while length(rest) > max {
-        // Candidate cut points: spaces outside tags and entities, within the limit.
-        let mut in_tag = false;
-        let mut in_entity = false;
-        let mut cut = None;
+    let mut rest = line.to_string();
+    while length(&rest) > max {
+        let (mut between, mut inside, mut boundary): (Option<Cut>, Option<Cut>, Option<Cut>) =
+            (None, None, None);
+        let mut open: Vec<(String, String)> = Vec::new();
         let mut units = 0;
-        for (i, c) in rest.char_indices() {
-            units += c.len_utf16();
-            if units > max {
+        let mut in_entity = false;
+        let mut chars = rest.char_indices().peekable();
+        while let Some((i, c)) = chars.next() {
+            if units + length(&closers(&open)) > max {
                 break;
             }
+            if c == '<' {
+                let Some(end) = rest[i..].find('>').map(|e| i + e) else {
+                    break;
+                };
+                let tag = &rest[i..=end];
+                if let Some(name) = tag.strip_prefix("</") {
+                    let name = name.trim_end_matches('>').trim();
+                    if let Some(pos) = open.iter().rposition(|(n, _)| n == name) {
+                        open.truncate(pos);
+                    }
+                } else if !tag.ends_with("/>") {
+                    let name: String = tag[1..]
+                        .chars()
+                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+                        .collect();
+                    open.push((name, tag.to_string()));
+                }
+                units += length(tag);
+                while chars.peek().is_some_and(|(j, _)| *j <= end) {
+                    chars.next();
+                }
+                continue;
+            }
+            if !in_entity {
+                let cut = || Cut {
+                    at: i,
+                    open: open.clone(),
+                };
+                if c == ' ' && open.is_empty() {
+                    between = Some(cut());
+                } else if c == ' ' {
+                    inside = Some(cut());
+                } else if c != '&' && i > 0 {
+                    boundary = Some(cut());
+                }
+            }
             match c {
-                '<' => in_tag = true,
-                '>' => in_tag = false,
                 '&' => in_entity = true,
                 ';' => in_entity = false,
-                ' ' if !in_tag && !in_entity => cut = Some(i),
                 _ => {}
             }
+            units += c.len_utf16();
         }
-        let at = cut.unwrap_or_else(|| {
-            // No space: cut before the last complete character within the limit.
-            let mut units = 0;
-            rest.char_indices()
-                .take_while(|(_, c)| {
-                    units += c.len_utf16();
-                    units <= max
-                })
-                .last()
-                .map_or(1, |(i, c)| i + c.len_utf8())
-        });
-        out.push(rest[..at].to_string());
-        rest = rest[at..].trim_start();
+        let Some(cut) = between.or(inside).or(boundary) else {
+            // Nothing but one tag longer than a message: it cannot be sent as HTML anyway.
+            out.push(rest.clone());
+            return out;
+        };
+        let mut part = rest[..cut.at].trim_end().to_string();
+        part.push_str(&closers(&cut.open));
+        let reopen: String = cut.open.iter().map(|(_, tag)| tag.as_str()).collect();
+        let next = format!("{reopen}{}", rest[cut.at..].trim_start());
+        if next.len() >= rest.len() {
+            // The reopened tags would undo the progress (absurdly long tags): cut plainly.
+            out.push(part);
+            rest = rest[cut.at..].trim_start().to_string();
+            continue;
+        }
+        out.push(part);
+        rest = next;
     }
     if !rest.is_empty() {
-        out.push(rest.to_string());
+        out.push(rest);
     }
     out
 }
@@ -113,6 +170,37 @@ mod tests {
             messages,
             vec![format!("{}\n\n{}", units[0], units[1]), units[2].clone()]
         );
+    }
+
+    #[test]
+    fn a_cut_inside_elements_closes_and_reopens_them() {
+        let title = "FlashAttention kernel ".repeat(40);
+        let line = format!("<b><a href=\"https://example.org/x\">{title}</a></b> &amp; more");
+        let parts = split_long(&line, 200);
+        assert!(parts.len() > 3);
+        for p in &parts {
+            assert!(length(p) <= 200, "{p}");
+            assert_eq!(p.matches("<b>").count(), p.matches("</b>").count(), "{p}");
+            assert_eq!(p.matches("<a ").count(), p.matches("</a>").count(), "{p}");
+            assert!(!p.ends_with('&') && !p.contains("&am "), "{p}");
+        }
+        assert!(parts[1].starts_with("<b><a href=\"https://example.org/x\">"));
+        let words = |s: &str| {
+            s.replace("</a>", " ")
+                .replace("</b>", " ")
+                .split_whitespace()
+                .filter(|w| !w.starts_with('<'))
+                .count()
+        };
+        assert!(words(&parts.join(" ")) >= words(&line) - 1);
+        // No space at all: cut at a character boundary, still balanced.
+        let dense = format!("<i>{}</i>", "字".repeat(500));
+        for p in split_long(&dense, 100) {
+            assert!(
+                p.starts_with("<i>") && p.ends_with("</i>") && length(&p) <= 100,
+                "{p}"
+            );
+        }
     }
 
     #[test]

@@ -156,3 +156,51 @@ async fn processes_opening_a_fresh_database_at_once_take_turns_on_the_migrations
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_megabyte_title_becomes_a_bounded_item_and_valid_telegram_messages() {
+    let server = spawn_feed_server().await;
+    let dir = tempfile::tempdir().unwrap();
+    // A relevant entry (so it reaches the digest) whose title is a megabyte of words.
+    let title = "Triton GPU kernel compiler autotuning &amp; codegen ".repeat(20_000);
+    let feed = format!(
+        r#"<?xml version="1.0"?><rss version="2.0"><channel><title>hostile</title>
+        <item><title>{title}</title><link>https://example.org/huge</link>
+        <pubDate>Tue, 27 Oct 2026 12:00:00 +0000</pubDate>
+        <description>Triton's new GPU kernel compiler pass speeds up FlashAttention kernels by 1.4x on H100 with MLIR lowering.</description></item>
+        </channel></rss>"#
+    );
+    let path = dir.path().join("hostile.xml");
+    std::fs::write(&path, feed).unwrap();
+    let extra = format!(
+        "[[sources]]\nname = \"hostile\"\nurl = \"{}\"\nkind = \"blog\"\n",
+        path.display()
+    );
+    let config = fixture_config(&format!("{}/feeds", server.base), dir.path(), &extra);
+    let store = open_store(&config).await;
+    let digest = pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
+        .await
+        .unwrap();
+    let hostile = digest
+        .events()
+        .find(|e| e.sources.iter().any(|s| s.name == "hostile"))
+        .expect("the hostile entry is in the digest");
+    assert!(hostile.title.chars().count() <= kdigest::parse::MAX_TITLE_CHARS);
+    let cache = kdigest::deliver::RenderCache::new(None);
+    let everything = kdigest::model::Filter::default();
+    for language in ["zh-CN", "en"] {
+        let messages = cache
+            .messages(
+                &digest,
+                &everything,
+                language,
+                kdigest::subscriber::Channel::Telegram,
+            )
+            .unwrap();
+        assert!(messages.len() <= 6, "{} messages", messages.len());
+        for m in messages.iter() {
+            let problems = crate::helpers::telegram_html_problems(m);
+            assert!(problems.is_empty(), "{problems:?}");
+        }
+    }
+}
