@@ -113,12 +113,15 @@ pub(super) fn describe_serde_error(path: &str, message: &str) -> String {
 fn plain_types(message: &str) -> String {
     let mut out = message.to_string();
     for (rust, toml) in [
-        ("expected usize", "expected an integer"),
-        ("expected u64", "expected an integer"),
-        ("expected u32", "expected an integer"),
-        ("expected u16", "expected an integer"),
-        ("expected u8", "expected an integer"),
-        ("expected i64", "expected an integer"),
+        ("expected usize", "expected a whole number, 0 or more"),
+        ("expected u64", "expected a whole number, 0 or more"),
+        (
+            "expected u32",
+            "expected a whole number from 0 to 4294967295",
+        ),
+        ("expected u16", "expected a whole number from 0 to 65535"),
+        ("expected u8", "expected a whole number from 0 to 255"),
+        ("expected i64", "expected a whole number"),
         ("expected f64", "expected a number"),
         ("expected f32", "expected a number"),
         ("expected a boolean", "expected true or false"),
@@ -129,6 +132,26 @@ fn plain_types(message: &str) -> String {
         }
     }
     out
+}
+
+/// The dotted key a TOML line assigns (`[daemon]` ... `lease_secs = ...` ->
+/// `daemon.lease_secs`), for syntax errors that toml_edit reports by position only.
+pub(super) fn key_at_line(text: &str, line: usize) -> Option<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    let key = lines.get(line.checked_sub(1)?)?.split_once('=')?.0.trim();
+    if key.is_empty() || key.starts_with('#') {
+        return None;
+    }
+    let table = lines[..line - 1]
+        .iter()
+        .rev()
+        .map(|l| l.trim())
+        .find(|l| l.starts_with('['))
+        .map(|l| l.trim_matches(|c| c == '[' || c == ']').trim().to_string());
+    Some(match table {
+        Some(t) if !t.is_empty() => format!("{t}.{key}"),
+        _ => key.to_string(),
+    })
 }
 
 pub(super) fn unknown_key_message(key: &str, parent: &str, allowed: &[&str]) -> String {

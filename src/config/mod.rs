@@ -439,12 +439,19 @@ impl Config {
     pub fn parse(text: &str) -> Result<Config, ConfigError> {
         let table: Doc = text
             .parse()
-            .map_err(|e: toml_edit::TomlError| ConfigError {
-                file: None,
-                problems: vec![Problem {
-                    message: format!("TOML syntax error: {}", e.message().trim()),
-                    at: e.span().map(|span| Location::of_span(text, span)),
-                }],
+            .map_err(|e: toml_edit::TomlError| {
+                let at = e.span().map(|span| Location::of_span(text, span));
+                let key = at.as_ref().and_then(|l| keys::key_at_line(text, l.line));
+                let message = match key {
+                    Some(key) if e.message().contains("number too large") => format!(
+                        "{key}: the number is too large for TOML (integers go up to 9223372036854775807); use a value in the key's range (config.toml documents it)"
+                    ),
+                    _ => format!("TOML syntax error: {}", e.message().trim()),
+                };
+                ConfigError {
+                    file: None,
+                    problems: vec![Problem { message, at }],
+                }
             })?;
         let mut problems = Vec::new();
         for (key, _) in table.iter() {
@@ -560,6 +567,41 @@ mod tests {
     }
 
     #[test]
+    fn numbers_out_of_range_name_the_key_and_the_range() {
+        let err =
+            Config::parse("[daemon]\nlog_format = \"text\"\nlease_secs = 99999999999999999999\n")
+                .unwrap_err();
+        let p = &err.problems[0];
+        assert!(
+            p.message
+                .starts_with("daemon.lease_secs: the number is too large for TOML"),
+            "{}",
+            p.message
+        );
+        assert_eq!(p.at.as_ref().unwrap().line, 3);
+        let err = Config::parse("[delivery]\nmax_attempts = 99999999999\n").unwrap_err();
+        assert_eq!(
+            err.problems[0].message,
+            "delivery.max_attempts: invalid value: integer `99999999999`, expected a whole number from 0 to 4294967295"
+        );
+        let err = Config::parse("[delivery]\nmax_attempts = -3\n").unwrap_err();
+        assert!(
+            err.problems[0]
+                .message
+                .ends_with("expected a whole number from 0 to 4294967295")
+        );
+        for bad in ["nan", "inf", "-1.0"] {
+            let err = Config::parse(&format!("[delivery]\ntimeout_secs = {bad}\n")).unwrap_err();
+            assert!(
+                err.problems
+                    .iter()
+                    .any(|p| p.message.starts_with("delivery.timeout_secs")),
+                "{bad}: {err}"
+            );
+        }
+    }
+
+    #[test]
     fn a_type_error_names_the_key_its_line_and_the_toml_type() {
         let text = "[digest]\nlanguage = \"en\"\n\n[fetch]\nconcurrency = \"32\"\n";
         let mut err = Config::parse(text).unwrap_err();
@@ -567,7 +609,7 @@ mod tests {
         let p = &err.problems[0];
         assert_eq!(
             p.message,
-            "fetch.concurrency: invalid type: string \"32\", expected an integer"
+            "fetch.concurrency: invalid type: string \"32\", expected a whole number, 0 or more"
         );
         let at = p.at.as_ref().unwrap();
         assert_eq!(

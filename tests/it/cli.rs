@@ -252,7 +252,7 @@ fn a_config_type_error_gives_file_line_column_and_the_line() {
     assert_eq!(out.status.code(), Some(2));
     let err = stderr(&out);
     let at = format!(
-        "{}:3:15: fetch.concurrency: invalid type: string \"32\", expected an integer",
+        "{}:3:15: fetch.concurrency: invalid type: string \"32\", expected a whole number, 0 or more",
         path.display()
     );
     assert!(err.contains(&at), "{err}");
