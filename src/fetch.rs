@@ -137,10 +137,7 @@ impl Fetcher {
         let deadline = Instant::now() + self.config.timeout;
         let outcome = match &source.location {
             SourceLocation::File(path) => self.read_file(path, deadline).await,
-            SourceLocation::Http(url) => {
-                self.fetch_http(url, validators, deadline, &source.name)
-                    .await
-            }
+            SourceLocation::Http(url) => self.fetch_http(url, validators, &source.name).await,
         };
         FetchResult {
             source: source.name.clone(),
@@ -153,7 +150,6 @@ impl Fetcher {
         &self,
         url: &url::Url,
         validators: &Validators,
-        deadline: Instant,
         name: &str,
     ) -> Result<FetchOutcome, FetchError> {
         let host = format!(
@@ -162,11 +158,17 @@ impl Fetcher {
             url.port_or_known_default().unwrap_or(0)
         );
         let permit = self.host_semaphore(&host);
+        // The deadline covers this source's own attempts: it starts when the source first
+        // holds a permit of its host, so sources queued behind slow ones on the same host
+        // are not failed by their slowness (they wait at most one timeout per holder).
+        let mut deadline = None;
         let mut attempt: u32 = 0;
         loop {
             attempt += 1;
             let result = {
                 let _permit = permit.acquire().await.expect("semaphore is never closed");
+                let deadline =
+                    *deadline.get_or_insert_with(|| Instant::now() + self.config.timeout);
                 match tokio::time::timeout_at(deadline, self.get_once(url, validators, attempt))
                     .await
                 {
@@ -185,7 +187,7 @@ impl Fetcher {
             let spread = name.bytes().map(u64::from).sum::<u64>() % 250;
             let backoff = Duration::from_millis(250 * 2u64.pow(attempt - 1) + spread);
             let wait = failure.retry_after.unwrap_or(backoff);
-            if Instant::now() + wait >= deadline {
+            if deadline.is_some_and(|d| Instant::now() + wait >= d) {
                 return Err(failure.error);
             }
             tracing::debug!(message = "Retrying source", source = name, attempt, wait_ms = wait.as_millis() as u64, error = %failure.error);

@@ -204,3 +204,36 @@ async fn a_megabyte_title_becomes_a_bounded_item_and_valid_telegram_messages() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_source_queued_behind_slow_ones_on_its_host_is_not_failed_by_them() {
+    let server = spawn_feed_server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let b = &server.base;
+    // Four hanging sources hold all four permits of the host; a good source on the same
+    // host waits for one. Its deadline starts when it holds a permit, not before.
+    let mut extra =
+        String::from("[fetch]\ntimeout_secs = 1.0\nretries = 0\nper_host_concurrency = 4\n");
+    for i in 0..4 {
+        extra.push_str(&format!(
+            "\n[[sources]]\nname = \"hang{i}\"\nurl = \"{b}/hang?n={i}\"\nkind = \"blog\"\n"
+        ));
+    }
+    extra.push_str(&format!(
+        "\n[[sources]]\nname = \"queued\"\nurl = \"{b}/feeds/triton-releases.atom\"\nkind = \"github_releases\"\n"
+    ));
+    let config = fixture_config(&format!("{b}/feeds"), dir.path(), &extra);
+    let store = open_store(&config).await;
+    let digest = pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
+        .await
+        .unwrap();
+    let failed: Vec<&str> = digest
+        .failed_sources
+        .iter()
+        .map(|f| f.source.as_str())
+        .collect();
+    for i in 0..4 {
+        assert!(failed.contains(&format!("hang{i}").as_str()), "{failed:?}");
+    }
+    assert!(!failed.contains(&"queued"), "{:?}", digest.failed_sources);
+}
