@@ -251,9 +251,14 @@ async fn run_forever(
             }
         })
     };
-    let web = tokio::spawn(crate::web::serve(listener, router, async move {
-        let _ = web_shutdown.wait_for(|stop| *stop).await;
-    }));
+    let web = tokio::spawn(crate::web::serve_with(
+        listener,
+        router,
+        config.daemon.web,
+        async move {
+            let _ = web_shutdown.wait_for(|stop| *stop).await;
+        },
+    ));
     let workers = {
         let engine = engine.clone();
         let shutdown = shutdown.clone();

@@ -264,6 +264,8 @@ pub struct DaemonConfig {
     pub lease: Duration,
     /// How long background tasks get to stop after SIGINT/SIGTERM before they are cut off.
     pub shutdown_grace: Duration,
+    /// The web server's limits against slow and idle clients.
+    pub web: crate::web::ServeLimits,
 }
 
 #[derive(Debug, Clone)]

@@ -272,6 +272,9 @@ pub struct RawDaemon {
     pub log_format: String,
     pub lease_secs: u64,
     pub shutdown_grace_secs: u64,
+    pub header_timeout_secs: u64,
+    pub connection_lifetime_secs: u64,
+    pub max_connections: usize,
 }
 
 impl Default for RawDaemon {
@@ -281,6 +284,9 @@ impl Default for RawDaemon {
             log_format: "text".into(),
             lease_secs: 60,
             shutdown_grace_secs: 5,
+            header_timeout_secs: 10,
+            connection_lifetime_secs: 60,
+            max_connections: 512,
         }
     }
 }

@@ -200,7 +200,33 @@ pub(super) fn validate_daemon(raw: RawDaemon, problems: &mut Vec<String>) -> Dae
             raw.shutdown_grace_secs
         ));
     }
+    let mut range = |key: &str, value: u64, low: u64, high: u64| {
+        if !(low..=high).contains(&value) {
+            problems.push(format!(
+                "daemon.{key}: {value} is out of range; use {low} to {high}"
+            ));
+        }
+        Duration::from_secs(value.clamp(low, high))
+    };
+    let header_read = range("header_timeout_secs", raw.header_timeout_secs, 1, 300);
+    let lifetime = range(
+        "connection_lifetime_secs",
+        raw.connection_lifetime_secs,
+        1,
+        3600,
+    );
+    if !(8..=100_000).contains(&raw.max_connections) {
+        problems.push(format!(
+            "daemon.max_connections: {} is out of range; use 8 to 100000 (and below the open-file limit, `ulimit -n`)",
+            raw.max_connections
+        ));
+    }
     DaemonConfig {
+        web: crate::web::ServeLimits {
+            header_read,
+            lifetime,
+            max_connections: raw.max_connections.clamp(8, 100_000),
+        },
         listen,
         log_format,
         lease: Duration::from_secs(raw.lease_secs.clamp(5, 3600)),

@@ -205,11 +205,105 @@ pub async fn serve(
     router: Router,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    // Connection info gives sign-up its per-client-IP limit.
-    axum::serve(
-        listener,
-        router.into_make_service_with_connect_info::<std::net::SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown)
-    .await
+    serve_with(listener, router, ServeLimits::default(), shutdown).await
+}
+
+/// What the web server allows a client (`[daemon]` header_timeout_secs,
+/// connection_lifetime_secs, max_connections).
+#[derive(Debug, Clone, Copy)]
+pub struct ServeLimits {
+    /// A request's headers must arrive within this (slow-loris clients are cut off).
+    pub header_read: std::time::Duration,
+    /// A connection is closed after this, gracefully (the request in progress finishes):
+    /// idle keep-alive connections cannot pile up.
+    pub lifetime: std::time::Duration,
+    /// Connections open at once; beyond it new ones are closed at once, so idle clients
+    /// cannot use up the file descriptors `/healthz` needs.
+    pub max_connections: usize,
+}
+
+impl Default for ServeLimits {
+    fn default() -> Self {
+        ServeLimits {
+            header_read: std::time::Duration::from_secs(10),
+            lifetime: std::time::Duration::from_secs(60),
+            max_connections: 512,
+        }
+    }
+}
+
+/// Serves `router` until `shutdown`, with [`ServeLimits`]. Each connection is HTTP/1.1 with
+/// the client's address available to handlers (`ConnectInfo`, for sign-up's per-IP limit).
+pub async fn serve_with(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    limits: ServeLimits,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    use tower::ServiceExt as _;
+
+    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
+    let (closing, _) = tokio::sync::watch::channel(false);
+    let mut refused_logged_at: Option<tokio::time::Instant> = None;
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    // Out of file descriptors, or a connection reset before accept: wait a
+                    // moment rather than spin.
+                    tracing::warn!(message = "Cannot accept a connection", %error);
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = &mut shutdown => break,
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            if refused_logged_at.is_none_or(|t| t.elapsed() > std::time::Duration::from_secs(60)) {
+                tracing::warn!(
+                    message = "Too many connections; new ones are closed (daemon.max_connections)",
+                    max = limits.max_connections
+                );
+                refused_logged_at = Some(tokio::time::Instant::now());
+            }
+            drop(stream);
+            continue;
+        };
+        let router = router.clone();
+        let service = hyper::service::service_fn(
+            move |mut request: axum::http::Request<hyper::body::Incoming>| {
+                request
+                    .extensions_mut()
+                    .insert(axum::extract::ConnectInfo(peer));
+                router.clone().oneshot(request)
+            },
+        );
+        let mut close = closing.subscribe();
+        tokio::spawn(async move {
+            let connection = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(limits.header_read)
+                .serve_connection(TokioIo::new(stream), service);
+            tokio::pin!(connection);
+            let finished = tokio::select! {
+                _ = connection.as_mut() => true,
+                _ = tokio::time::sleep(limits.lifetime) => false,
+                _ = close.wait_for(|c| *c) => false,
+            };
+            if !finished {
+                connection.as_mut().graceful_shutdown();
+                let _ = tokio::time::timeout(std::time::Duration::from_secs(5), connection).await;
+            }
+            drop(slot);
+        });
+    }
+    // Stop taking requests; those in progress finish (bounded by the daemon's grace).
+    closing.send_replace(true);
+    let _ = slots
+        .acquire_many(u32::try_from(limits.max_connections).unwrap_or(u32::MAX))
+        .await;
+    Ok(())
 }

@@ -653,3 +653,48 @@ async fn shutdown_is_bounded_even_when_the_discord_gateway_cannot_connect() {
         "the lease was released: {stdout}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_and_half_sent_connections_are_cut_off_and_healthz_stays_reachable() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let (child, _config, port) = start_daemon(
+        dir.path(),
+        "header_timeout_secs = 1\nconnection_lifetime_secs = 30\nmax_connections = 8\n",
+        &[],
+    )
+    .await;
+    // Eight clients hold every connection slot: four say nothing, four send half a request.
+    let mut idle: Vec<std::net::TcpStream> = (0..8)
+        .map(|i| {
+            let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+            if i % 2 == 1 {
+                s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+                    .unwrap();
+            }
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            s
+        })
+        .collect();
+    let started = Instant::now();
+    for s in &mut idle {
+        let mut buf = [0u8; 256];
+        // The server closes them (EOF) or answers 408 and closes: never holds them for ever.
+        loop {
+            match s.read(&mut buf) {
+                Ok(0) => break,
+                Ok(_) => continue,
+                Err(e) => panic!("connection still open after {:?}: {e}", started.elapsed()),
+            }
+        }
+    }
+    let health = reqwest::get(format!("http://127.0.0.1:{port}/healthz"))
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200);
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+}
