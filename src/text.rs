@@ -63,11 +63,90 @@ static SANITIZER: std::sync::LazyLock<ammonia::Builder<'static>> = std::sync::La
     builder
 });
 
+/// Deepest element nesting handed to the HTML parser. Real feed HTML nests a dozen levels;
+/// a hostile summary of 90,000 nested `<div>`s took html5ever about 45 s (its tree building
+/// scans the open elements for every tag, quadratic in the depth).
+pub const MAX_NESTING: usize = 64;
+
+/// Elements that never have content, so never deepen the nesting.
+const VOID: &[&str] = &[
+    "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track",
+    "wbr",
+];
+
+/// Drops the tags (not the text) of elements nested deeper than `max`, in one linear pass,
+/// so the parser after it sees at most `max` open elements. Only removes markup: what is
+/// left still goes through the sanitiser, so nothing unsafe can come of it. Elements whose
+/// content the sanitiser removes (scripts, styles) are kept at any depth for that reason.
+pub fn bound_nesting(html: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    let mut out = String::new();
+    let mut depth = 0usize;
+    // Opening tags dropped and not yet closed, counted by name (a count, not a stack, so
+    // closing is O(1) however deep the input goes).
+    let mut dropped: std::collections::HashMap<String, usize> = Default::default();
+    let mut copied = 0;
+    let mut rest_at = 0;
+    while let Some(lt) = html[rest_at..].find('<').map(|i| rest_at + i) {
+        let Some(gt) = html[lt..].find('>').map(|i| lt + i) else {
+            break;
+        };
+        rest_at = gt + 1;
+        let tag = &html[lt + 1..gt];
+        if tag.starts_with('!') || tag.starts_with('?') {
+            continue;
+        }
+        let closing = tag.starts_with('/');
+        let name: String = tag
+            .trim_start_matches('/')
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric())
+            .map(|c| c.to_ascii_lowercase())
+            .collect();
+        if name.is_empty() || VOID.contains(&name.as_str()) || tag.ends_with('/') {
+            continue;
+        }
+        let keep_always = matches!(
+            name.as_str(),
+            "script" | "style" | "template" | "svg" | "math"
+        );
+        let drop = if closing {
+            match dropped.get_mut(&name).filter(|n| **n > 0) {
+                Some(n) => {
+                    *n -= 1;
+                    true
+                }
+                None => {
+                    depth = depth.saturating_sub(1);
+                    false
+                }
+            }
+        } else if depth >= max && !keep_always {
+            *dropped.entry(name).or_default() += 1;
+            true
+        } else {
+            depth += 1;
+            false
+        };
+        if drop {
+            out.push_str(&html[copied..lt]);
+            // A space keeps words apart where a block tag stood.
+            out.push(' ');
+            copied = gt + 1;
+        }
+    }
+    if copied == 0 {
+        return std::borrow::Cow::Borrowed(html);
+    }
+    out.push_str(&html[copied..]);
+    std::borrow::Cow::Owned(out)
+}
+
 /// Feed HTML reduced to what [`SANITIZER`] allows. Text without markup is left alone: the
 /// parser costs time and would change nothing.
 pub fn sanitize_html(html: &str) -> std::borrow::Cow<'_, str> {
     if html.contains('<') {
-        std::borrow::Cow::Owned(SANITIZER.clean(html).to_string())
+        let flat = bound_nesting(html, MAX_NESTING);
+        std::borrow::Cow::Owned(SANITIZER.clean(&flat).to_string())
     } else {
         std::borrow::Cow::Borrowed(html)
     }
@@ -334,6 +413,38 @@ pub fn markdown_url(value: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn deep_nesting_is_flattened_before_the_parser_and_the_text_survives() {
+        use super::*;
+        let deep = format!(
+            "{}Triton kernel <b>fast</b>{}<p>after</p>",
+            "<div>".repeat(30_000),
+            "</div>".repeat(30_000)
+        );
+        let flat = bound_nesting(&deep, MAX_NESTING);
+        assert_eq!(flat.matches("<div>").count(), MAX_NESTING);
+        assert_eq!(flat.matches("</div>").count(), MAX_NESTING);
+        // The <b> is at depth 30,000 too: its tags go, its word stays.
+        assert!(
+            flat.contains("Triton kernel  fast "),
+            "{}",
+            &flat[flat.len() - 400..]
+        );
+        let (text, _) = html_to_text(&deep);
+        assert!(text.contains("Triton kernel fast"), "{text}");
+        assert!(text.ends_with("after"), "{text}");
+        // Ordinary HTML is left as it is, byte for byte.
+        let normal = "<p>a <a href=\"https://x.org\">b</a><br/>c</p><!-- x -->";
+        assert!(matches!(
+            bound_nesting(normal, MAX_NESTING),
+            std::borrow::Cow::Borrowed(_)
+        ));
+        // A script deep down is still removed with its content by the sanitiser.
+        let script = format!("{}<script>alert(1)</script>ok", "<span>".repeat(100));
+        let (text, _) = html_to_text(&script);
+        assert_eq!(text, "ok");
+    }
+
     use super::*;
 
     #[test]
