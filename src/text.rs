@@ -95,13 +95,7 @@ pub fn bound_nesting(html: &str, max: usize) -> std::borrow::Cow<'_, str> {
         if tag.starts_with('!') || tag.starts_with('?') {
             continue;
         }
-        let closing = tag.starts_with('/');
-        let name: String = tag
-            .trim_start_matches('/')
-            .chars()
-            .take_while(|c| c.is_ascii_alphanumeric())
-            .map(|c| c.to_ascii_lowercase())
-            .collect();
+        let (closing, name) = tag_name(tag);
         if name.is_empty() || VOID.contains(&name.as_str()) || tag.ends_with('/') {
             continue;
         }
@@ -141,6 +135,17 @@ pub fn bound_nesting(html: &str, max: usize) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
+/// Whether the text inside `<...>` closes an element, and the element's name in lower case.
+fn tag_name(tag: &str) -> (bool, String) {
+    let name = tag
+        .trim_start_matches('/')
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric())
+        .map(|c| c.to_ascii_lowercase())
+        .collect();
+    (tag.starts_with('/'), name)
+}
+
 /// Feed HTML reduced to what [`SANITIZER`] allows. Text without markup is left alone: the
 /// parser costs time and would change nothing.
 pub fn sanitize_html(html: &str) -> std::borrow::Cow<'_, str> {
@@ -174,13 +179,7 @@ pub fn html_to_text(html: &str) -> (String, Vec<String>) {
         };
         let tag = &rest[1..gt];
         rest = &rest[gt + 1..];
-        let closing = tag.starts_with('/');
-        let name: String = tag
-            .trim_start_matches('/')
-            .chars()
-            .take_while(|c| c.is_ascii_alphanumeric())
-            .map(|c| c.to_ascii_lowercase())
-            .collect();
+        let (closing, name) = tag_name(tag);
         match name.as_str() {
             "a" if !closing => {
                 if let Some(href) = attribute(tag, "href") {
