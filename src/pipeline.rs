@@ -101,8 +101,17 @@ pub async fn refresh_sources(
             Ok(FetchOutcome::Fetched { body, validators }) => {
                 // Parsing and sanitising a large feed is CPU work: off the async threads.
                 let (owned, at) = (source.clone(), result.fetched_at);
-                let parsed =
-                    tokio::task::spawn_blocking(move || parse_feed(&body, &owned, at)).await?;
+                // And within a budget: a feed that would take longer fails alone (the parse
+                // finishes in the background; the run does not wait for it).
+                let budget = config.fetch.parse_budget;
+                let parse = tokio::task::spawn_blocking(move || parse_feed(&body, &owned, at));
+                let parsed = match tokio::time::timeout(budget, parse).await {
+                    Ok(joined) => joined?.map_err(|e| e.to_string()),
+                    Err(_) => Err(format!(
+                        "Parsing took longer than {:.1} s (fetch.parse_budget_secs); the feed is too large or too deeply nested",
+                        budget.as_secs_f64()
+                    )),
+                };
                 match parsed {
                     Ok(items) => {
                         tracing::info!(message = "Source fetched", source = %source.name, items = items.len());

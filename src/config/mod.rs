@@ -392,6 +392,8 @@ pub struct FetchConfig {
     /// Below this share of sources answering (and always when none does) a run stores and
     /// delivers nothing: a failed day is not a quiet day.
     pub min_success_share: f64,
+    /// How long parsing one source's body may take before the source is failed.
+    pub parse_budget: Duration,
 }
 
 #[derive(Debug, Clone)]

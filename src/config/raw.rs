@@ -165,6 +165,7 @@ pub struct RawFetch {
     pub retries: u32,
     pub user_agent: String,
     pub min_success_share: f64,
+    pub parse_budget_secs: f64,
 }
 
 impl Default for RawFetch {
@@ -177,6 +178,7 @@ impl Default for RawFetch {
             max_redirects: 5,
             retries: 2,
             min_success_share: 0.0,
+            parse_budget_secs: 30.0,
             user_agent: concat!(
                 "kdigest/",
                 env!("CARGO_PKG_VERSION"),

@@ -360,7 +360,21 @@ pub(super) fn validate_fetch(raw: RawFetch, problems: &mut Vec<String>) -> Fetch
             raw.min_success_share
         ));
     }
+    let budget_ok = raw.parse_budget_secs.is_finite()
+        && raw.parse_budget_secs > 0.0
+        && raw.parse_budget_secs <= 600.0;
+    if !budget_ok {
+        problems.push(format!(
+            "fetch.parse_budget_secs: {} is out of range; use a number of seconds in (0, 600]",
+            raw.parse_budget_secs
+        ));
+    }
     FetchConfig {
+        parse_budget: Duration::from_secs_f64(if budget_ok {
+            raw.parse_budget_secs.max(0.000_001)
+        } else {
+            30.0
+        }),
         min_success_share: raw.min_success_share.clamp(0.0, 1.0),
         concurrency: raw.concurrency.clamp(1, 1024),
         per_host_concurrency: raw.per_host_concurrency.max(1),

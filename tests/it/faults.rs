@@ -237,3 +237,24 @@ async fn a_source_queued_behind_slow_ones_on_its_host_is_not_failed_by_them() {
     }
     assert!(!failed.contains(&"queued"), "{:?}", digest.failed_sources);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_feed_that_parses_past_its_budget_fails_alone_and_is_named() {
+    let server = spawn_feed_server().await;
+    let dir = tempfile::tempdir().unwrap();
+    // A budget no parse can meet: every source fails, each named with the reason.
+    let config = fixture_config(
+        &format!("{}/feeds", server.base),
+        dir.path(),
+        "[fetch]\nparse_budget_secs = 0.000001\n",
+    );
+    let store = open_store(&config).await;
+    let error = pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
+        .await
+        .unwrap_err();
+    let shown = format!("{error:#}");
+    assert!(
+        shown.contains("Parsing took longer than 0.0 s (fetch.parse_budget_secs)"),
+        "{shown}"
+    );
+}
