@@ -354,12 +354,26 @@ fn brief(candidate: &Candidate, t: &Locale, sentences: &[String], changes: usize
         .find(|s| !crate::score::quantified_results(s).is_empty())
         .or(sentences.first())
         .map_or(String::new(), |s| {
+            if in_reader_script(s, t) {
+                return t.fill(
+                    "brief_fact",
+                    &[(
+                        "quote",
+                        &t.fill("quote", &[("text", &truncate_chars(s, FACT_CHARS))]),
+                    )],
+                );
+            }
+            // A sentence in another script is no overview for this reader: its figures
+            // are (numbers read the same in every language), the sentence stays in the
+            // event's summary.
+            let figures = crate::score::quantified_results(s);
+            if figures.is_empty() {
+                return String::new();
+            }
+            let figures: Vec<String> = figures.iter().take(2).map(|f| spaced_figure(f)).collect();
             t.fill(
-                "brief_fact",
-                &[(
-                    "quote",
-                    &t.fill("quote", &[("text", &truncate_chars(s, FACT_CHARS))]),
-                )],
+                "brief_figures",
+                &[("figures", &figures.join(t.get("list_separator")))],
             )
         });
     let changes = if changes > 0 {

@@ -414,15 +414,25 @@ async fn the_headline_and_overview_are_written_in_the_readers_language() {
         d.title,
         "CUTLASS 5.0.0 与 PyTorch 2.10.0 发布；另有 3 个版本更新、4 篇论文和 1 篇技术文章"
     );
-    // One clause per event naming it, in Chinese around quoted source text, as one sentence.
+    // One clause per event naming it, in Chinese, with the sources' figures instead of
+    // their English sentences (those stay in each event's summary), as one sentence.
     assert!(
         d.overview
-            .starts_with("CUTLASS 5.0.0 发布（5 项变化需处理）：「"),
+            .starts_with("CUTLASS 5.0.0 发布（5 项变化需处理），报告 2.4x；"),
         "{}",
         d.overview
     );
-    assert!(d.overview.contains("；论文《TileFuse"), "{}", d.overview);
-    assert!(d.overview.ends_with("」。"), "{}", d.overview);
+    assert!(
+        d.overview.contains("；论文《TileFuse") && d.overview.contains("1,530 TFLOPS"),
+        "{}",
+        d.overview
+    );
+    assert!(
+        !d.overview.contains('「'),
+        "no English quote: {}",
+        d.overview
+    );
+    assert!(d.overview.ends_with("。"), "{}", d.overview);
     assert!(!d.overview.contains("Release 发布"), "{}", d.overview);
 
     let en = d.clone().in_language("en");
