@@ -71,6 +71,19 @@ fn ms(t: DateTime<Utc>) -> i64 {
     t.timestamp_millis()
 }
 
+/// A settle's UPDATE: `set` uses $1..$`values`; the row's id and claim token follow, and
+/// only a row still claimed by that token changes (it returns its id when it did).
+fn fenced(set: &str, values: usize) -> String {
+    format!(
+        "UPDATE deliveries SET {set} WHERE id = ${} AND claim_token = ${} AND status = 'sending' RETURNING id",
+        values + 1,
+        values + 2
+    )
+}
+
+/// What every final settle sets: the claim is over.
+const RELEASE: &str = "claim_token = NULL, claim_expires_at = NULL";
+
 /// A settle returns the id it changed: a row came back when the claim was still ours.
 fn settled(found: bool) -> Settled {
     if found { Settled::Done } else { Settled::Lost }
@@ -230,6 +243,21 @@ impl Store {
         Ok(())
     }
 
+    /// Runs one settle under the claim's fence: `sql` comes from [`fenced`], the SET
+    /// clause's values are bound already, the row's id and the claim's token are bound here.
+    async fn settle<'q>(
+        &self,
+        query: sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments<'q>>,
+        c: &'q Claimed,
+    ) -> anyhow::Result<Settled> {
+        let row = query
+            .bind(&c.id)
+            .bind(&c.token)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(settled(row.is_some()))
+    }
+
     /// Records that the first `parts_sent` messages went out, and extends the claim.
     pub async fn mark_part_sent(
         &self,
@@ -237,16 +265,11 @@ impl Store {
         parts_sent: u32,
         expires: DateTime<Utc>,
     ) -> anyhow::Result<Settled> {
-        let result = sqlx::query(
-            "UPDATE deliveries SET parts_sent = $1, claim_expires_at = $2 WHERE id = $3 AND claim_token = $4 AND status = 'sending' RETURNING id",
-        )
-        .bind(i64::from(parts_sent))
-        .bind(ms(expires))
-        .bind(&c.id)
-        .bind(&c.token)
-        .fetch_optional(&self.pool)
-        .await?;
-        Ok(settled(result.is_some()))
+        let sql = fenced("parts_sent = $1, claim_expires_at = $2", 2);
+        let query = sqlx::query(&sql)
+            .bind(i64::from(parts_sent))
+            .bind(ms(expires));
+        self.settle(query, c).await
     }
 
     pub async fn mark_sent(
@@ -255,18 +278,14 @@ impl Store {
         attempts: u32,
         now: DateTime<Utc>,
     ) -> anyhow::Result<Settled> {
-        let result = sqlx::query(
-            "UPDATE deliveries SET status = 'sent', attempts = $1, sent_at = $2, last_error = NULL,
-                                   claim_token = NULL, claim_expires_at = NULL
-             WHERE id = $3 AND claim_token = $4 AND status = 'sending' RETURNING id",
-        )
-        .bind(i64::from(attempts))
-        .bind(now.to_rfc3339())
-        .bind(&c.id)
-        .bind(&c.token)
-        .fetch_optional(&self.pool)
-        .await?;
-        Ok(settled(result.is_some()))
+        let sql = fenced(
+            &format!("status = 'sent', attempts = $1, sent_at = $2, last_error = NULL, {RELEASE}"),
+            2,
+        );
+        let query = sqlx::query(&sql)
+            .bind(i64::from(attempts))
+            .bind(now.to_rfc3339());
+        self.settle(query, c).await
     }
 
     /// Back to the queue, due at `next_at`. With `attempts` unchanged this is a deferral
@@ -278,19 +297,17 @@ impl Store {
         next_at: DateTime<Utc>,
         error: &str,
     ) -> anyhow::Result<Settled> {
-        let result = sqlx::query(
-            "UPDATE deliveries SET status = 'pending', attempts = $1, next_attempt_at = $2, last_error = $3,
-                                   claim_token = NULL, claim_expires_at = NULL
-             WHERE id = $4 AND claim_token = $5 AND status = 'sending' RETURNING id",
-        )
-        .bind(i64::from(attempts))
-        .bind(ms(next_at))
-        .bind(error)
-        .bind(&c.id)
-        .bind(&c.token)
-        .fetch_optional(&self.pool)
-        .await?;
-        Ok(settled(result.is_some()))
+        let sql = fenced(
+            &format!(
+                "status = 'pending', attempts = $1, next_attempt_at = $2, last_error = $3, {RELEASE}"
+            ),
+            3,
+        );
+        let query = sqlx::query(&sql)
+            .bind(i64::from(attempts))
+            .bind(ms(next_at))
+            .bind(error);
+        self.settle(query, c).await
     }
 
     pub async fn mark_failed(
@@ -299,18 +316,12 @@ impl Store {
         attempts: u32,
         error: &str,
     ) -> anyhow::Result<Settled> {
-        let result = sqlx::query(
-            "UPDATE deliveries SET status = 'failed', attempts = $1, last_error = $2,
-                                   claim_token = NULL, claim_expires_at = NULL
-             WHERE id = $3 AND claim_token = $4 AND status = 'sending' RETURNING id",
-        )
-        .bind(i64::from(attempts))
-        .bind(error)
-        .bind(&c.id)
-        .bind(&c.token)
-        .fetch_optional(&self.pool)
-        .await?;
-        Ok(settled(result.is_some()))
+        let sql = fenced(
+            &format!("status = 'failed', attempts = $1, last_error = $2, {RELEASE}"),
+            2,
+        );
+        let query = sqlx::query(&sql).bind(i64::from(attempts)).bind(error);
+        self.settle(query, c).await
     }
 
     /// Other pending rows of a subscriber that was just disabled are failed with the reason.
