@@ -31,12 +31,7 @@ impl Metrics {
     }
 
     pub fn worker_restart(&self, channel: &str) {
-        *self
-            .worker_restarts
-            .lock()
-            .expect("metrics lock")
-            .entry(channel.to_string())
-            .or_default() += 1;
+        count(&self.worker_restarts, channel);
     }
 
     pub fn next_run(&self, at_unix: i64) {
@@ -51,12 +46,7 @@ impl Metrics {
     }
 
     pub fn fetch_failure(&self, source: &str) {
-        *self
-            .fetch_failures
-            .lock()
-            .expect("metrics lock")
-            .entry(source.to_string())
-            .or_default() += 1;
+        count(&self.fetch_failures, source);
     }
 
     pub fn render(&self, now_unix: i64) -> String {
@@ -113,4 +103,13 @@ impl Metrics {
         }
         out
     }
+}
+
+/// Adds one to a labelled counter.
+fn count(counters: &Mutex<BTreeMap<String, u64>>, label: &str) {
+    *counters
+        .lock()
+        .expect("metrics lock")
+        .entry(label.to_string())
+        .or_default() += 1;
 }
