@@ -89,7 +89,7 @@ pub enum Mode {
 }
 
 pub async fn run(config: Config, mode: Mode) -> anyhow::Result<()> {
-    let store = Store::open(&config.storage.path).await?;
+    let store = Store::connect(&config.storage).await?;
     let holder = holder_id();
     let ttl = config.daemon.lease.as_secs() as i64;
     acquire_lease(&store, &holder, ttl).await?;

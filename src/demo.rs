@@ -91,7 +91,9 @@ pub async fn run(user: Option<Config>, language: Option<&str>) -> anyhow::Result
         }
         config = user;
     }
+    // The demo never touches a configured database: a fresh SQLite file of its own.
     config.storage.path = dir.path().join("kdigest.sqlite");
+    config.storage.url = None;
     let store = Store::open(&config.storage.path).await?;
     let digest = crate::pipeline::generate(&config, &store, demo_date(), &|_| {}).await?;
     store.close().await;

@@ -251,8 +251,8 @@ pub struct Subscriber {
     pub status: Status,
     /// Send a short "nothing matched today" note instead of skipping empty days.
     pub notify_empty: bool,
-    pub created_at: String,
-    pub updated_at: String,
+    pub created_at: chrono::DateTime<chrono::Utc>,
+    pub updated_at: chrono::DateTime<chrono::Utc>,
 }
 
 #[cfg(test)]

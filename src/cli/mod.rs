@@ -170,8 +170,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Status => {
             let config = config.expect("loaded above");
             // Looking must not create: without a database there is nothing to report.
-            let store = if config.storage.path.exists() {
-                Some(Store::open(&config.storage.path).await?)
+            let store = if config.storage.exists() {
+                Some(Store::connect(&config.storage).await?)
             } else {
                 None
             };
@@ -179,19 +179,19 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Digests(DigestsCommand::List) => {
             let config = config.expect("loaded above");
-            if !config.storage.path.exists() {
+            if !config.storage.exists() {
                 println!(
-                    "No digests stored: {} does not exist yet (storage.path)",
-                    config.storage.path.display()
+                    "No digests stored: {} does not exist yet",
+                    config.storage.describe()
                 );
                 return Ok(());
             }
-            let store = Store::open(&config.storage.path).await?;
+            let store = Store::connect(&config.storage).await?;
             list_digests(&store).await
         }
         Command::Subscribers(command) => {
             let config = config.expect("loaded above");
-            let store = Store::open(&config.storage.path).await?;
+            let store = Store::connect(&config.storage).await?;
             subscribers::run(command, &config, &store).await
         }
         Command::CheckConfig => {
@@ -202,7 +202,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 config.sources.len(),
                 config.layers.len(),
                 config.summarize.mode.as_str(),
-                config.storage.path.display()
+                config.storage.describe()
             );
             Ok(())
         }
@@ -213,7 +213,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             force,
         } => {
             let config = config.expect("loaded above");
-            let store = Store::open(&config.storage.path).await?;
+            let store = Store::connect(&config.storage).await?;
             let date = resolve_date(&date, &config).await?;
             let stored = if force {
                 None
@@ -232,7 +232,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Explain { event, date } => {
             let config = config.expect("loaded above");
-            let store = Store::open(&config.storage.path).await?;
+            let store = Store::connect(&config.storage).await?;
             let date = resolve_date(&date, &config).await?;
             explain(&config, &store, date, &event).await
         }

@@ -11,8 +11,8 @@ pub async fn run(config: &Config, store: Option<&Store>) -> anyhow::Result<()> {
     let now = Utc::now();
     let Some(store) = store else {
         println!(
-            "Last digest: none yet (no database at {}, storage.path)",
-            config.storage.path.display()
+            "Last digest: none yet (no database at {})",
+            config.storage.describe()
         );
         print_next_run(config, now);
         println!("Daemon: not running");

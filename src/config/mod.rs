@@ -398,7 +398,29 @@ pub struct FetchConfig {
 
 #[derive(Debug, Clone)]
 pub struct StorageConfig {
+    /// The SQLite file (the default engine).
     pub path: PathBuf,
+    /// A Postgres URL (`storage.url` or KDIGEST_DATABASE_URL, which wins): several
+    /// instances share that database and `path` is not used.
+    pub url: Option<Secret>,
+}
+
+/// The environment variable that selects a Postgres store (it may carry a password).
+pub const DATABASE_URL_ENV: &str = "KDIGEST_DATABASE_URL";
+
+impl StorageConfig {
+    /// Whether there is a store to read: a Postgres URL, or the SQLite file exists.
+    pub fn exists(&self) -> bool {
+        self.url.is_some() || self.path.exists()
+    }
+
+    /// Where the store is, for messages (never the URL: it may carry a password).
+    pub fn describe(&self) -> String {
+        match &self.url {
+            Some(_) => "the Postgres database of storage.url".into(),
+            None => format!("{} (storage.path)", self.path.display()),
+        }
+    }
 }
 
 const TOP_LEVEL_KEYS: &[&str] = &[
@@ -495,9 +517,7 @@ impl Config {
             score: validate_score(score, &mut problems),
             summarize: validate_summarize(summarize, &mut problems),
             fetch: validate_fetch(fetch, &mut problems),
-            storage: StorageConfig {
-                path: PathBuf::from(storage.path),
-            },
+            storage: validate_storage(storage, &mut problems),
         };
         if problems.is_empty() {
             Ok(config)

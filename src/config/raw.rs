@@ -193,12 +193,14 @@ impl Default for RawFetch {
 #[serde(deny_unknown_fields, default)]
 pub struct RawStorage {
     pub path: String,
+    pub url: String,
 }
 
 impl Default for RawStorage {
     fn default() -> Self {
         RawStorage {
             path: "data/kdigest.sqlite".into(),
+            url: String::new(),
         }
     }
 }

@@ -371,3 +371,45 @@ pub(super) fn validate_email(raw: RawEmail, problems: &mut Vec<String>) -> Email
         pool_size: raw.pool_size.clamp(1, 64),
     }
 }
+
+/// `[storage]`: the SQLite path, or a Postgres URL. KDIGEST_DATABASE_URL wins over
+/// `storage.url`; a URL in the file must not carry a password (secrets come from the
+/// environment).
+pub(super) fn validate_storage(raw: RawStorage, problems: &mut Vec<String>) -> StorageConfig {
+    let from_env = std::env::var(DATABASE_URL_ENV)
+        .ok()
+        .filter(|v| !v.trim().is_empty());
+    let url = match from_env {
+        Some(url) => Some(url.trim().to_string()),
+        None if raw.url.trim().is_empty() => None,
+        None => {
+            let url = raw.url.trim().to_string();
+            if postgres_password(&url) {
+                problems.push(format!(
+                    "storage.url holds a password; secrets come from the environment: put the URL in {DATABASE_URL_ENV}, or use PGPASSFILE"
+                ));
+            }
+            Some(url)
+        }
+    };
+    if let Some(url) = &url
+        && !(url.starts_with("postgres://") || url.starts_with("postgresql://"))
+    {
+        problems.push(format!(
+            "storage.url (or {DATABASE_URL_ENV}) must be a postgres:// URL; for SQLite set storage.path instead"
+        ));
+    }
+    StorageConfig {
+        path: std::path::PathBuf::from(raw.path),
+        url: url.map(Secret::new),
+    }
+}
+
+/// Whether a postgres:// URL carries a password (`user:password@`).
+fn postgres_password(url: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split(['/', '?']).next().unwrap_or("");
+    authority
+        .rsplit_once('@')
+        .is_some_and(|(userinfo, _)| userinfo.contains(':'))
+}

@@ -1,5 +1,9 @@
-//! Persistence. Every SQL statement of kdigest lives under this module; statements use `$N`
-//! placeholders and portable SQL so a Postgres backend is an added module, not a rewrite.
+//! Persistence. Every SQL statement of kdigest lives under this module, and every statement
+//! runs on both engines: SQLite (one process, the default) and PostgreSQL (several
+//! instances on one database, docs/deploy.md). Statements use `$N` placeholders and SQL both
+//! accept; the few that differ (a claim's `FOR UPDATE SKIP LOCKED`) say so where they are.
+//! Each engine has its own migrations (migrations/sqlite, migrations/postgres): the Postgres
+//! schema is typed (DATE, TIMESTAMPTZ, BOOLEAN), SQLite keeps the same values as text.
 //!
 //! SQLite runs in WAL mode with a busy timeout, so a CLI invocation can read while the
 //! daemon writes.
@@ -10,32 +14,111 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use chrono::{DateTime, NaiveDate, Utc};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Row, SqlitePool};
 
 use crate::model::{Digest, Item, Validators, Window};
 
+/// Runs the same code on whichever engine the store has: `$pool` is that engine's pool,
+/// and the body is compiled once per engine, so one statement serves both.
+macro_rules! on_db {
+    ($db:expr, $pool:ident => $body:expr) => {
+        match $db {
+            $crate::store::Db::Sqlite($pool) => $body,
+            $crate::store::Db::Postgres($pool) => $body,
+        }
+    };
+}
+
+mod cluster;
+mod copy;
 mod lease;
 mod outbox;
 mod subscribers;
 
+pub use cluster::Instance;
+pub use copy::{CopyReport, copy_store};
 pub use outbox::{Backlog, Claimed, DeliveryCounts, PlannedDelivery, Settled, WHOLE_CHANNEL};
 pub use subscribers::{NewSubscriber, Signup};
 
 #[derive(Clone)]
+pub(crate) enum Db {
+    Sqlite(SqlitePool),
+    Postgres(PgPool),
+}
+
+/// Which engine a store runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// One process owns the database (a second `kdigest run` is refused).
+    Sqlite,
+    /// Any number of instances share the database.
+    Postgres,
+}
+
+#[derive(Clone)]
 pub struct Store {
-    pool: SqlitePool,
+    db: Db,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SourceHealth {
     pub source: String,
-    pub last_success_at: Option<String>,
+    pub last_success_at: Option<DateTime<Utc>>,
     pub last_error: Option<String>,
     pub consecutive_failures: i64,
 }
 
+/// Connections a Postgres store keeps: the delivery workers of every channel, the reaper,
+/// the web and the bots of one instance.
+const POSTGRES_CONNECTIONS: u32 = 16;
+
 impl Store {
+    /// The configured store: Postgres when `storage.url` (or KDIGEST_DATABASE_URL) is set,
+    /// else the SQLite file at `storage.path`.
+    pub async fn connect(storage: &crate::config::StorageConfig) -> anyhow::Result<Store> {
+        match &storage.url {
+            Some(url) => Store::open_postgres(url.expose()).await,
+            None => Store::open(&storage.path).await,
+        }
+    }
+
+    /// Connects to a Postgres database and applies its migrations (under sqlx's advisory
+    /// lock, so instances starting together migrate once). The URL may carry a password: it
+    /// is never part of an error message.
+    pub async fn open_postgres(url: &str) -> anyhow::Result<Store> {
+        let options = PgConnectOptions::from_str(url).map_err(|_| {
+            anyhow::anyhow!(
+                "storage.url is not a valid Postgres URL; use postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE"
+            )
+        })?;
+        let target = format!(
+            "{}:{}/{}",
+            options.get_host(),
+            options.get_port(),
+            options.get_database().unwrap_or("")
+        );
+        let pool = PgPoolOptions::new()
+            .max_connections(POSTGRES_CONNECTIONS)
+            .acquire_timeout(Duration::from_secs(10))
+            .connect_with(options)
+            .await
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "Cannot connect to Postgres at {target} (storage.url or KDIGEST_DATABASE_URL): {}",
+                    describe_connect_error(&e)
+                )
+            })?;
+        sqlx::migrate!("./migrations/postgres")
+            .run(&pool)
+            .await
+            .context("Cannot apply the Postgres migrations")?;
+        Ok(Store {
+            db: Db::Postgres(pool),
+        })
+    }
+
     /// Opens (creating if needed) the database file and applies migrations.
     pub async fn open(path: &Path) -> anyhow::Result<Store> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -72,21 +155,30 @@ impl Store {
             .with_context(|| {
                 format!("Cannot open the database {} (storage.path)", path.display())
             })?;
-        let migrated = sqlx::migrate!("./migrations").run(&pool).await;
+        let migrated = sqlx::migrate!("./migrations/sqlite").run(&pool).await;
         drop(lock);
         migrated.context("Cannot apply database migrations")?;
-        Ok(Store { pool })
+        Ok(Store {
+            db: Db::Sqlite(pool),
+        })
+    }
+
+    pub fn backend(&self) -> Backend {
+        match self.db {
+            Db::Sqlite(_) => Backend::Sqlite,
+            Db::Postgres(_) => Backend::Postgres,
+        }
     }
 
     pub async fn validators(&self, source: &str) -> anyhow::Result<Validators> {
-        let row = sqlx::query("SELECT etag, last_modified FROM source_state WHERE source = $1")
-            .bind(source)
-            .fetch_optional(&self.pool)
-            .await?;
-        Ok(row.map_or_else(Validators::default, |r| Validators {
-            etag: r.get(0),
-            last_modified: r.get(1),
-        }))
+        let sql = "SELECT etag, last_modified FROM source_state WHERE source = $1";
+        on_db!(&self.db, pool => {
+            let row = sqlx::query(sql).bind(source).fetch_optional(pool).await?;
+            Ok(row.map_or_else(Validators::default, |r| Validators {
+                etag: r.get(0),
+                last_modified: r.get(1),
+            }))
+        })
     }
 
     /// Records a successful fetch (200 or 304). Validators are replaced only when given.
@@ -96,9 +188,7 @@ impl Store {
         validators: Option<&Validators>,
         at: DateTime<Utc>,
     ) -> anyhow::Result<()> {
-        let at = at.to_rfc3339();
-        sqlx::query(
-            "INSERT INTO source_state (source, etag, last_modified, last_success_at, last_attempt_at, last_error, consecutive_failures)
+        let sql = "INSERT INTO source_state (source, etag, last_modified, last_success_at, last_attempt_at, last_error, consecutive_failures)
              VALUES ($1, $2, $3, $4, $4, NULL, 0)
              ON CONFLICT (source) DO UPDATE SET
                etag = CASE WHEN $5 THEN excluded.etag ELSE source_state.etag END,
@@ -106,15 +196,17 @@ impl Store {
                last_success_at = excluded.last_success_at,
                last_attempt_at = excluded.last_attempt_at,
                last_error = NULL,
-               consecutive_failures = 0",
-        )
-        .bind(source)
-        .bind(validators.and_then(|v| v.etag.clone()))
-        .bind(validators.and_then(|v| v.last_modified.clone()))
-        .bind(&at)
-        .bind(validators.is_some())
-        .execute(&self.pool)
-        .await?;
+               consecutive_failures = 0";
+        on_db!(&self.db, pool => {
+            sqlx::query(sql)
+                .bind(source)
+                .bind(validators.and_then(|v| v.etag.clone()))
+                .bind(validators.and_then(|v| v.last_modified.clone()))
+                .bind(at)
+                .bind(validators.is_some())
+                .execute(pool)
+                .await?;
+        });
         Ok(())
     }
 
@@ -124,61 +216,58 @@ impl Store {
         error: &str,
         at: DateTime<Utc>,
     ) -> anyhow::Result<()> {
-        sqlx::query(
+        let sql =
             "INSERT INTO source_state (source, last_attempt_at, last_error, consecutive_failures)
              VALUES ($1, $2, $3, 1)
              ON CONFLICT (source) DO UPDATE SET
                last_attempt_at = excluded.last_attempt_at,
                last_error = excluded.last_error,
-               consecutive_failures = source_state.consecutive_failures + 1",
-        )
-        .bind(source)
-        .bind(at.to_rfc3339())
-        .bind(error)
-        .execute(&self.pool)
-        .await?;
+               consecutive_failures = source_state.consecutive_failures + 1";
+        on_db!(&self.db, pool => {
+            sqlx::query(sql).bind(source).bind(at).bind(error).execute(pool).await?;
+        });
         Ok(())
     }
 
     pub async fn source_health(&self) -> anyhow::Result<Vec<SourceHealth>> {
-        let rows = sqlx::query(
-            "SELECT source, last_success_at, last_error, consecutive_failures FROM source_state ORDER BY source",
-        )
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(rows
-            .into_iter()
-            .map(|r| SourceHealth {
-                source: r.get(0),
-                last_success_at: r.get(1),
-                last_error: r.get(2),
-                consecutive_failures: r.get(3),
-            })
-            .collect())
+        let sql = "SELECT source, last_success_at, last_error, consecutive_failures FROM source_state ORDER BY source";
+        on_db!(&self.db, pool => {
+            let rows = sqlx::query(sql).fetch_all(pool).await?;
+            Ok(rows
+                .into_iter()
+                .map(|r| SourceHealth {
+                    source: r.get(0),
+                    last_success_at: r.get(1),
+                    last_error: r.get(2),
+                    consecutive_failures: r.get(3),
+                })
+                .collect())
+        })
     }
 
     /// Inserts new items and refreshes known ones. An item keeps the earliest time it was
     /// given, so an undated entry stays dated by when it was first seen.
     pub async fn upsert_items(&self, items: &[Item], seen_at: DateTime<Utc>) -> anyhow::Result<()> {
-        let mut tx = self.pool.begin().await?;
-        for item in items {
-            sqlx::query(
-                "INSERT INTO items (source, item_key, published_ts, first_seen_at, data)
+        let sql = "INSERT INTO items (source, item_key, published_ts, first_seen_at, data)
                  VALUES ($1, $2, $3, $4, $5)
                  ON CONFLICT (source, item_key) DO UPDATE SET
                    published_ts = CASE WHEN excluded.published_ts < items.published_ts
                                        THEN excluded.published_ts ELSE items.published_ts END,
-                   data = excluded.data",
-            )
-            .bind(&item.source)
-            .bind(&item.key)
-            .bind(item.published.timestamp())
-            .bind(seen_at.to_rfc3339())
-            .bind(serde_json::to_string(item)?)
-            .execute(&mut *tx)
-            .await?;
-        }
-        tx.commit().await?;
+                   data = excluded.data";
+        on_db!(&self.db, pool => {
+            let mut tx = pool.begin().await?;
+            for item in items {
+                sqlx::query(sql)
+                    .bind(&item.source)
+                    .bind(&item.key)
+                    .bind(item.published.timestamp())
+                    .bind(seen_at)
+                    .bind(serde_json::to_string(item)?)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            tx.commit().await?;
+        });
         Ok(())
     }
 
@@ -188,23 +277,23 @@ impl Store {
         sources: &[String],
         window: &Window,
     ) -> anyhow::Result<Vec<Item>> {
-        let rows = sqlx::query(
-            "SELECT source, published_ts, data FROM items
-             WHERE published_ts >= $1 AND published_ts < $2 ORDER BY source, item_key",
-        )
-        .bind(window.start.timestamp())
-        .bind(window.end.timestamp())
-        .fetch_all(&self.pool)
-        .await?;
+        let sql = "SELECT source, published_ts, data FROM items
+             WHERE published_ts >= $1 AND published_ts < $2 ORDER BY source, item_key";
+        let rows: Vec<(String, i64, String)> = on_db!(&self.db, pool => {
+            sqlx::query_as(sql)
+                .bind(window.start.timestamp())
+                .bind(window.end.timestamp())
+                .fetch_all(pool)
+                .await?
+        });
         let mut items = Vec::with_capacity(rows.len());
-        for row in rows {
-            let source: String = row.get(0);
+        for (source, published, data) in rows {
             if !sources.contains(&source) {
                 continue;
             }
             let mut item: Item =
-                serde_json::from_str(row.get(2)).context("Stored item is not valid JSON")?;
-            item.published = DateTime::from_timestamp(row.get(1), 0).unwrap_or(item.published);
+                serde_json::from_str(&data).context("Stored item is not valid JSON")?;
+            item.published = DateTime::from_timestamp(published, 0).unwrap_or(item.published);
             items.push(item);
         }
         Ok(items)
@@ -215,30 +304,32 @@ impl Store {
         digest: &Digest,
         generated_at: DateTime<Utc>,
     ) -> anyhow::Result<()> {
-        sqlx::query(
-            "INSERT INTO digests (digest_date, generated_at, generation_mode, window_start, window_end, data)
+        let sql = "INSERT INTO digests (digest_date, generated_at, generation_mode, window_start, window_end, data)
              VALUES ($1, $2, $3, $4, $5, $6)
              ON CONFLICT (digest_date) DO UPDATE SET
                generated_at = excluded.generated_at, generation_mode = excluded.generation_mode,
-               window_start = excluded.window_start, window_end = excluded.window_end, data = excluded.data",
-        )
-        .bind(digest.date.to_string())
-        .bind(generated_at.to_rfc3339())
-        .bind(&digest.generation_mode)
-        .bind(digest.window.start.to_rfc3339())
-        .bind(digest.window.end.to_rfc3339())
-        .bind(serde_json::to_string(digest)?)
-        .execute(&self.pool)
-        .await?;
+               window_start = excluded.window_start, window_end = excluded.window_end, data = excluded.data";
+        let data = serde_json::to_string(digest)?;
+        on_db!(&self.db, pool => {
+            sqlx::query(sql)
+                .bind(digest.date)
+                .bind(generated_at)
+                .bind(&digest.generation_mode)
+                .bind(digest.window.start)
+                .bind(digest.window.end)
+                .bind(&data)
+                .execute(pool)
+                .await?;
+        });
         Ok(())
     }
 
     pub async fn load_digest(&self, date: NaiveDate) -> anyhow::Result<Option<Digest>> {
-        let row = sqlx::query("SELECT data FROM digests WHERE digest_date = $1")
-            .bind(date.to_string())
-            .fetch_optional(&self.pool)
-            .await?;
-        row.map(|r| digest_from_json(r.get(0))).transpose()
+        let sql = "SELECT data FROM digests WHERE digest_date = $1";
+        let data: Option<String> = on_db!(&self.db, pool => {
+            sqlx::query_scalar(sql).bind(date).fetch_optional(pool).await?
+        });
+        data.as_deref().map(digest_from_json).transpose()
     }
 
     /// Stored digests, newest first: (date, digest, reads).
@@ -247,56 +338,42 @@ impl Store {
         offset: i64,
         limit: i64,
     ) -> anyhow::Result<Vec<(Digest, i64)>> {
-        let rows = sqlx::query(
-            "SELECT data, reads FROM digests ORDER BY digest_date DESC LIMIT $1 OFFSET $2",
-        )
-        .bind(limit)
-        .bind(offset)
-        .fetch_all(&self.pool)
-        .await?;
+        let sql = "SELECT data, reads FROM digests ORDER BY digest_date DESC LIMIT $1 OFFSET $2";
+        let rows: Vec<(String, i64)> = on_db!(&self.db, pool => {
+            sqlx::query_as(sql).bind(limit).bind(offset).fetch_all(pool).await?
+        });
         rows.iter()
-            .map(|r| Ok((digest_from_json(r.get(0))?, r.get(1))))
+            .map(|(data, reads)| Ok((digest_from_json(data)?, *reads)))
             .collect()
     }
 
     pub async fn digest_count(&self) -> anyhow::Result<i64> {
-        Ok(sqlx::query("SELECT COUNT(*) FROM digests")
-            .fetch_one(&self.pool)
-            .await?
-            .get(0))
+        let sql = "SELECT COUNT(*) FROM digests";
+        Ok(on_db!(&self.db, pool => sqlx::query_scalar(sql).fetch_one(pool).await?))
     }
 
     /// A digest's stored read count; None when no digest has that date.
     pub async fn digest_reads(&self, date: NaiveDate) -> anyhow::Result<Option<i64>> {
-        let row = sqlx::query("SELECT reads FROM digests WHERE digest_date = $1")
-            .bind(date.to_string())
-            .fetch_optional(&self.pool)
-            .await?;
-        Ok(row.map(|r| r.get(0)))
+        let sql = "SELECT reads FROM digests WHERE digest_date = $1";
+        Ok(on_db!(&self.db, pool => {
+            sqlx::query_scalar(sql).bind(date).fetch_optional(pool).await?
+        }))
     }
 
     /// Adds `n` page views to a digest; returns the new count.
     pub async fn add_reads(&self, date: NaiveDate, n: i64) -> anyhow::Result<Option<i64>> {
-        let row = sqlx::query(
-            "UPDATE digests SET reads = reads + $1 WHERE digest_date = $2 RETURNING reads",
-        )
-        .bind(n)
-        .bind(date.to_string())
-        .fetch_optional(&self.pool)
-        .await?;
-        Ok(row.map(|r| r.get(0)))
+        let sql = "UPDATE digests SET reads = reads + $1 WHERE digest_date = $2 RETURNING reads";
+        Ok(on_db!(&self.db, pool => {
+            sqlx::query_scalar(sql).bind(n).bind(date).fetch_optional(pool).await?
+        }))
     }
 
     /// The date of the newest stored digest, without loading it.
     pub async fn latest_digest_date(&self) -> anyhow::Result<Option<NaiveDate>> {
-        let row = sqlx::query("SELECT digest_date FROM digests ORDER BY digest_date DESC LIMIT 1")
-            .fetch_optional(&self.pool)
-            .await?;
-        row.map(|r| {
-            let date: String = r.get(0);
-            NaiveDate::parse_from_str(&date, "%Y-%m-%d").context("Stored digest date is invalid")
-        })
-        .transpose()
+        let sql = "SELECT digest_date FROM digests ORDER BY digest_date DESC LIMIT 1";
+        Ok(on_db!(&self.db, pool => {
+            sqlx::query_scalar(sql).fetch_optional(pool).await?
+        }))
     }
 
     /// The newest stored digest that has at least one event, looking back at most 60
@@ -312,14 +389,15 @@ impl Store {
 
     /// What is stored, newest first: one row per digest, without the page counts.
     pub async fn list_digests(&self) -> anyhow::Result<Vec<StoredDigest>> {
-        let rows = sqlx::query("SELECT generated_at, data FROM digests ORDER BY digest_date DESC")
-            .fetch_all(&self.pool)
-            .await?;
-        rows.iter()
-            .map(|r| {
-                let d = digest_from_json(r.get(1))?;
+        let sql = "SELECT generated_at, data FROM digests ORDER BY digest_date DESC";
+        let rows: Vec<(DateTime<Utc>, String)> = on_db!(&self.db, pool => {
+            sqlx::query_as(sql).fetch_all(pool).await?
+        });
+        rows.into_iter()
+            .map(|(generated_at, data)| {
+                let d = digest_from_json(&data)?;
                 Ok(StoredDigest {
-                    generated_at: r.get(0),
+                    generated_at,
                     events: d.events().count(),
                     digest: d,
                 })
@@ -328,10 +406,11 @@ impl Store {
     }
 
     pub async fn latest_digest(&self) -> anyhow::Result<Option<Digest>> {
-        let row = sqlx::query("SELECT data FROM digests ORDER BY digest_date DESC LIMIT 1")
-            .fetch_optional(&self.pool)
-            .await?;
-        row.map(|r| digest_from_json(r.get(0))).transpose()
+        let sql = "SELECT data FROM digests ORDER BY digest_date DESC LIMIT 1";
+        let data: Option<String> = on_db!(&self.db, pool => {
+            sqlx::query_scalar(sql).fetch_optional(pool).await?
+        });
+        data.as_deref().map(digest_from_json).transpose()
     }
 
     pub async fn llm_cache_get(
@@ -339,12 +418,10 @@ impl Store {
         model: &str,
         prompt_hash: &str,
     ) -> anyhow::Result<Option<String>> {
-        let row = sqlx::query("SELECT reply FROM llm_cache WHERE model = $1 AND prompt_hash = $2")
-            .bind(model)
-            .bind(prompt_hash)
-            .fetch_optional(&self.pool)
-            .await?;
-        Ok(row.map(|r| r.get(0)))
+        let sql = "SELECT reply FROM llm_cache WHERE model = $1 AND prompt_hash = $2";
+        Ok(on_db!(&self.db, pool => {
+            sqlx::query_scalar(sql).bind(model).bind(prompt_hash).fetch_optional(pool).await?
+        }))
     }
 
     pub async fn llm_cache_put(
@@ -353,27 +430,28 @@ impl Store {
         prompt_hash: &str,
         reply: &str,
     ) -> anyhow::Result<()> {
-        sqlx::query(
-            "INSERT INTO llm_cache (model, prompt_hash, reply, created_at) VALUES ($1, $2, $3, $4)
-             ON CONFLICT (model, prompt_hash) DO UPDATE SET reply = excluded.reply, created_at = excluded.created_at",
-        )
-        .bind(model)
-        .bind(prompt_hash)
-        .bind(reply)
-        .bind(Utc::now().to_rfc3339())
-        .execute(&self.pool)
-        .await?;
+        let sql = "INSERT INTO llm_cache (model, prompt_hash, reply, created_at) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (model, prompt_hash) DO UPDATE SET reply = excluded.reply, created_at = excluded.created_at";
+        on_db!(&self.db, pool => {
+            sqlx::query(sql)
+                .bind(model)
+                .bind(prompt_hash)
+                .bind(reply)
+                .bind(Utc::now())
+                .execute(pool)
+                .await?;
+        });
         Ok(())
     }
 
     pub async fn close(&self) {
-        self.pool.close().await;
+        on_db!(&self.db, pool => pool.close().await)
     }
 }
 
 /// One stored digest, as `kdigest digests list` shows it.
 pub struct StoredDigest {
-    pub generated_at: String,
+    pub generated_at: DateTime<Utc>,
     pub events: usize,
     pub digest: Digest,
 }
@@ -382,19 +460,41 @@ fn digest_from_json(data: &str) -> anyhow::Result<Digest> {
     serde_json::from_str(data).context("Stored digest is not valid JSON")
 }
 
-/// Whether a store error is the database being busy or locked by another connection, or
-/// the pool being exhausted: worth retrying soon, unlike a fault to report (a missing table,
-/// a full disk, a corrupt file).
+/// A connection failure in words, without the URL (it may carry a password).
+fn describe_connect_error(error: &sqlx::Error) -> String {
+    match error {
+        sqlx::Error::Io(e) => e.to_string(),
+        sqlx::Error::Database(db) => db.message().to_string(),
+        sqlx::Error::PoolTimedOut => "no connection within 10 s".into(),
+        sqlx::Error::Tls(e) => format!("TLS: {e}"),
+        other => other.to_string(),
+    }
+}
+
+/// Whether a store error is transient: the database busy or locked by another connection,
+/// the pool exhausted, the server unreachable or restarting, a serialization conflict.
+/// Worth retrying soon, unlike a fault to report (a missing table, a full disk, a corrupt
+/// file, a constraint).
 pub fn is_busy(error: &anyhow::Error) -> bool {
     error
         .chain()
         .any(|e| match e.downcast_ref::<sqlx::Error>() {
-            Some(sqlx::Error::PoolTimedOut) => true,
-            // SQLITE_BUSY, SQLITE_LOCKED and their extended codes.
+            Some(
+                sqlx::Error::PoolTimedOut
+                | sqlx::Error::PoolClosed
+                | sqlx::Error::Io(_)
+                | sqlx::Error::Tls(_)
+                | sqlx::Error::Protocol(_)
+                | sqlx::Error::WorkerCrashed,
+            ) => true,
             Some(sqlx::Error::Database(db)) => {
                 matches!(
                     db.code().as_deref(),
+                    // SQLite: SQLITE_BUSY, SQLITE_LOCKED and their extended codes.
                     Some("5" | "6" | "261" | "262" | "517")
+                    // Postgres: serialization failure, deadlock, lock not available, the
+                    // server shutting down or starting, too many connections.
+                    | Some("40001" | "40P01" | "55P03" | "57P01" | "57P02" | "57P03" | "53300")
                 )
             }
             _ => false,

@@ -10,11 +10,9 @@
 //! domain) can be paused (`destinations`): its rows are not claimed until the pause ends,
 //! so a paused destination never holds a worker.
 
-use chrono::{DateTime, NaiveDate, Utc};
-use sqlx::Row;
-
-use super::Store;
+use super::{Backend, Store};
 use crate::subscriber::Channel;
+use chrono::{DateTime, NaiveDate, Utc};
 
 /// The key of a pause that holds back a whole channel (its relay is down).
 pub const WHOLE_CHANNEL: &str = "*";
@@ -84,9 +82,43 @@ fn fenced(set: &str, values: usize) -> String {
 /// What every final settle sets: the claim is over.
 const RELEASE: &str = "claim_token = NULL, claim_expires_at = NULL";
 
-/// A settle returns the id it changed: a row came back when the claim was still ours.
-fn settled(found: bool) -> Settled {
-    if found { Settled::Done } else { Settled::Lost }
+/// Runs one settle under the claim's fence: `$sql` comes from [`fenced`], the SET clause's
+/// values follow in order, then the row's id and the claim's token are bound. A row comes
+/// back when the claim was still ours.
+macro_rules! settle {
+    ($store:expr, $sql:expr, $c:expr $(, $value:expr)*) => {{
+        let sql = $sql;
+        let found = on_db!(&$store.db, pool => {
+            sqlx::query(&sql)
+                $(.bind($value))*
+                .bind(&$c.id)
+                .bind(&$c.token)
+                .fetch_optional(pool)
+                .await?
+                .is_some()
+        });
+        Ok(if found { Settled::Done } else { Settled::Lost })
+    }};
+}
+
+/// The rows a claim takes. On Postgres several instances claim at once: `FOR UPDATE SKIP
+/// LOCKED` lets each take rows the others are not taking, instead of waiting on them.
+fn claim_sql(backend: Backend) -> String {
+    let lock = match backend {
+        Backend::Sqlite => "",
+        Backend::Postgres => " FOR UPDATE OF d SKIP LOCKED",
+    };
+    format!(
+        "UPDATE deliveries SET status = 'sending', claim_token = $4, claim_expires_at = $5
+         WHERE id IN (SELECT d.id FROM deliveries d
+                      WHERE d.status = 'pending' AND d.channel = $1 AND d.next_attempt_at <= $2
+                        AND NOT EXISTS (SELECT 1 FROM destinations p
+                                        WHERE p.channel = d.channel
+                                          AND (p.key = d.destination OR p.key = $6)
+                                          AND p.paused_until > $2)
+                      ORDER BY d.next_attempt_at, d.id LIMIT $3{lock})
+         RETURNING id, digest_date, subscriber_id, attempts, parts_sent"
+    )
 }
 
 impl Store {
@@ -99,60 +131,56 @@ impl Store {
         plan: &[PlannedDelivery],
         now: DateTime<Utc>,
     ) -> anyhow::Result<u64> {
-        // 7 parameters a row; SQLite allows 32,766 per statement.
+        // 7 parameters a row; SQLite allows 32,766 per statement, Postgres 65,535.
         const ROWS_PER_STATEMENT: usize = 2_000;
-        let mut tx = self.pool.begin().await?;
         let mut inserted = 0;
-        let created = now.to_rfc3339();
-        let date = date.to_string();
-        for chunk in plan.chunks(ROWS_PER_STATEMENT) {
-            let mut query = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
-                "INSERT INTO deliveries (id, digest_date, subscriber_id, channel, destination, status, next_attempt_at, created_at) ",
-            );
-            query.push_values(chunk, |mut row, p| {
-                row.push_bind(&p.id)
-                    .push_bind(&date)
-                    .push_bind(p.subscriber_id)
-                    .push_bind(p.channel.as_str())
-                    .push_bind(&p.destination)
-                    .push("'pending'")
-                    .push_bind(ms(now))
-                    .push_bind(&created);
-            });
-            query.push(" ON CONFLICT (digest_date, subscriber_id) DO NOTHING");
-            inserted += query.build().execute(&mut *tx).await?.rows_affected();
-        }
-        tx.commit().await?;
+        on_db!(&self.db, pool => {
+            let mut tx = pool.begin().await?;
+            for chunk in plan.chunks(ROWS_PER_STATEMENT) {
+                let mut query = sqlx::QueryBuilder::new(
+                    "INSERT INTO deliveries (id, digest_date, subscriber_id, channel, destination, status, next_attempt_at, created_at) ",
+                );
+                query.push_values(chunk, |mut row, p| {
+                    row.push_bind(&p.id)
+                        .push_bind(date)
+                        .push_bind(p.subscriber_id)
+                        .push_bind(p.channel.as_str())
+                        .push_bind(&p.destination)
+                        .push("'pending'")
+                        .push_bind(ms(now))
+                        .push_bind(now);
+                });
+                query.push(" ON CONFLICT (digest_date, subscriber_id) DO NOTHING");
+                inserted += query.build().execute(&mut *tx).await?.rows_affected();
+            }
+            tx.commit().await?;
+        });
         Ok(inserted)
     }
 
-    /// Puts every row left in 'sending' back in the queue. Only for a process that holds
-    /// the scheduler lease at start, when no other process can hold a claim.
+    /// Puts every row left in 'sending' back in the queue. Only for the single SQLite
+    /// process at start, when no other process can hold a claim (on Postgres other
+    /// instances may be sending: their claims expire instead, [`Store::requeue_expired`]).
     pub async fn requeue_in_flight(&self) -> anyhow::Result<u64> {
-        let result = sqlx::query(
-            "UPDATE deliveries SET status = 'pending', claim_token = NULL, claim_expires_at = NULL WHERE status = 'sending'",
-        )
-        .execute(&self.pool)
-        .await?;
-        Ok(result.rows_affected())
+        let sql =
+            format!("UPDATE deliveries SET status = 'pending', {RELEASE} WHERE status = 'sending'");
+        Ok(on_db!(&self.db, pool => sqlx::query(&sql).execute(pool).await?.rows_affected()))
     }
 
     /// The reaper: claims whose expiry has passed go back to the queue (their worker died,
     /// hung or lost the database). Their late settles are fenced off by the token.
     pub async fn requeue_expired(&self, now: DateTime<Utc>) -> anyhow::Result<u64> {
-        let result = sqlx::query(
-            "UPDATE deliveries SET status = 'pending', claim_token = NULL, claim_expires_at = NULL
-             WHERE status = 'sending' AND claim_expires_at < $1 RETURNING id",
-        )
-        .bind(ms(now))
-        .fetch_all(&self.pool)
-        .await?;
+        let requeue = format!(
+            "UPDATE deliveries SET status = 'pending', {RELEASE}
+             WHERE status = 'sending' AND claim_expires_at < $1"
+        );
         // Ended pauses are state nobody needs: the table stays as small as the live pauses.
-        sqlx::query("DELETE FROM destinations WHERE paused_until < $1")
-            .bind(ms(now))
-            .execute(&self.pool)
-            .await?;
-        Ok(result.len() as u64)
+        let prune = "DELETE FROM destinations WHERE paused_until < $1";
+        on_db!(&self.db, pool => {
+            let requeued = sqlx::query(&requeue).bind(ms(now)).execute(pool).await?.rows_affected();
+            sqlx::query(prune).bind(ms(now)).execute(pool).await?;
+            Ok(requeued)
+        })
     }
 
     /// Claims up to `limit` due rows of one channel whose destination is not paused, oldest
@@ -165,39 +193,31 @@ impl Store {
         token: &str,
         expires: DateTime<Utc>,
     ) -> anyhow::Result<Vec<Claimed>> {
-        let rows = sqlx::query(
-            "UPDATE deliveries SET status = 'sending', claim_token = $4, claim_expires_at = $5
-             WHERE id IN (SELECT d.id FROM deliveries d
-                          WHERE d.status = 'pending' AND d.channel = $1 AND d.next_attempt_at <= $2
-                            AND NOT EXISTS (SELECT 1 FROM destinations p
-                                            WHERE p.channel = d.channel
-                                              AND (p.key = d.destination OR p.key = $6)
-                                              AND p.paused_until > $2)
-                          ORDER BY d.next_attempt_at, d.id LIMIT $3)
-             RETURNING id, digest_date, subscriber_id, attempts, parts_sent",
-        )
-        .bind(channel.as_str())
-        .bind(ms(now))
-        .bind(limit)
-        .bind(token)
-        .bind(ms(expires))
-        .bind(WHOLE_CHANNEL)
-        .fetch_all(&self.pool)
-        .await?;
+        let sql = claim_sql(self.backend());
+        let rows: Vec<(String, NaiveDate, i64, i64, i64)> = on_db!(&self.db, pool => {
+            sqlx::query_as(&sql)
+                .bind(channel.as_str())
+                .bind(ms(now))
+                .bind(limit)
+                .bind(token)
+                .bind(ms(expires))
+                .bind(WHOLE_CHANNEL)
+                .fetch_all(pool)
+                .await?
+        });
         let mut claimed: Vec<Claimed> = rows
-            .iter()
-            .map(|r| {
-                let date: String = r.get(1);
-                Ok(Claimed {
-                    id: r.get(0),
-                    digest_date: date.parse()?,
-                    subscriber_id: r.get(2),
-                    attempts: u32::try_from(r.get::<i64, _>(3)).unwrap_or(0),
-                    parts_sent: u32::try_from(r.get::<i64, _>(4)).unwrap_or(0),
+            .into_iter()
+            .map(
+                |(id, digest_date, subscriber_id, attempts, parts_sent)| Claimed {
+                    id,
+                    digest_date,
+                    subscriber_id,
+                    attempts: u32::try_from(attempts).unwrap_or(0),
+                    parts_sent: u32::try_from(parts_sent).unwrap_or(0),
                     token: token.to_string(),
-                })
-            })
-            .collect::<anyhow::Result<_>>()?;
+                },
+            )
+            .collect();
         claimed.sort_by(|a, b| a.id.cmp(&b.id));
         Ok(claimed)
     }
@@ -205,19 +225,15 @@ impl Store {
     /// When the next pending row of this channel can be claimed: its due time, or the end
     /// of its destination's pause when that is later.
     pub async fn next_due(&self, channel: Channel) -> anyhow::Result<Option<DateTime<Utc>>> {
-        let row = sqlx::query(
-            "SELECT MIN(CASE WHEN p.paused_until > d.next_attempt_at THEN p.paused_until
+        let sql = "SELECT MIN(CASE WHEN p.paused_until > d.next_attempt_at THEN p.paused_until
                              ELSE d.next_attempt_at END)
              FROM deliveries d
              LEFT JOIN destinations p ON p.channel = d.channel AND p.key = d.destination
-             WHERE d.status = 'pending' AND d.channel = $1",
-        )
-        .bind(channel.as_str())
-        .fetch_one(&self.pool)
-        .await?;
-        Ok(row
-            .get::<Option<i64>, _>(0)
-            .and_then(DateTime::from_timestamp_millis))
+             WHERE d.status = 'pending' AND d.channel = $1";
+        let due: Option<i64> = on_db!(&self.db, pool => {
+            sqlx::query_scalar(sql).bind(channel.as_str()).fetch_one(pool).await?
+        });
+        Ok(due.and_then(DateTime::from_timestamp_millis))
     }
 
     /// Holds back one destination (or the whole channel, key [`WHOLE_CHANNEL`]) until
@@ -229,33 +245,19 @@ impl Store {
         until: DateTime<Utc>,
         reason: &str,
     ) -> anyhow::Result<()> {
-        sqlx::query(
-            "INSERT INTO destinations (channel, key, paused_until, reason) VALUES ($1, $2, $3, $4)
+        let sql = "INSERT INTO destinations (channel, key, paused_until, reason) VALUES ($1, $2, $3, $4)
              ON CONFLICT (channel, key) DO UPDATE SET paused_until = excluded.paused_until, reason = excluded.reason
-             WHERE excluded.paused_until > destinations.paused_until",
-        )
-        .bind(channel.as_str())
-        .bind(key)
-        .bind(ms(until))
-        .bind(reason)
-        .execute(&self.pool)
-        .await?;
+             WHERE excluded.paused_until > destinations.paused_until";
+        on_db!(&self.db, pool => {
+            sqlx::query(sql)
+                .bind(channel.as_str())
+                .bind(key)
+                .bind(ms(until))
+                .bind(reason)
+                .execute(pool)
+                .await?;
+        });
         Ok(())
-    }
-
-    /// Runs one settle under the claim's fence: `sql` comes from [`fenced`], the SET
-    /// clause's values are bound already, the row's id and the claim's token are bound here.
-    async fn settle<'q>(
-        &self,
-        query: sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments<'q>>,
-        c: &'q Claimed,
-    ) -> anyhow::Result<Settled> {
-        let row = query
-            .bind(&c.id)
-            .bind(&c.token)
-            .fetch_optional(&self.pool)
-            .await?;
-        Ok(settled(row.is_some()))
     }
 
     /// Records that the first `parts_sent` messages went out, and extends the claim.
@@ -265,11 +267,13 @@ impl Store {
         parts_sent: u32,
         expires: DateTime<Utc>,
     ) -> anyhow::Result<Settled> {
-        let sql = fenced("parts_sent = $1, claim_expires_at = $2", 2);
-        let query = sqlx::query(&sql)
-            .bind(i64::from(parts_sent))
-            .bind(ms(expires));
-        self.settle(query, c).await
+        settle!(
+            self,
+            fenced("parts_sent = $1, claim_expires_at = $2", 2),
+            c,
+            i64::from(parts_sent),
+            ms(expires)
+        )
     }
 
     pub async fn mark_sent(
@@ -278,14 +282,18 @@ impl Store {
         attempts: u32,
         now: DateTime<Utc>,
     ) -> anyhow::Result<Settled> {
-        let sql = fenced(
-            &format!("status = 'sent', attempts = $1, sent_at = $2, last_error = NULL, {RELEASE}"),
-            2,
-        );
-        let query = sqlx::query(&sql)
-            .bind(i64::from(attempts))
-            .bind(now.to_rfc3339());
-        self.settle(query, c).await
+        settle!(
+            self,
+            fenced(
+                &format!(
+                    "status = 'sent', attempts = $1, sent_at = $2, last_error = NULL, {RELEASE}"
+                ),
+                2
+            ),
+            c,
+            i64::from(attempts),
+            now
+        )
     }
 
     /// Back to the queue, due at `next_at`. With `attempts` unchanged this is a deferral
@@ -297,17 +305,19 @@ impl Store {
         next_at: DateTime<Utc>,
         error: &str,
     ) -> anyhow::Result<Settled> {
-        let sql = fenced(
-            &format!(
-                "status = 'pending', attempts = $1, next_attempt_at = $2, last_error = $3, {RELEASE}"
+        settle!(
+            self,
+            fenced(
+                &format!(
+                    "status = 'pending', attempts = $1, next_attempt_at = $2, last_error = $3, {RELEASE}"
+                ),
+                3
             ),
-            3,
-        );
-        let query = sqlx::query(&sql)
-            .bind(i64::from(attempts))
-            .bind(ms(next_at))
-            .bind(error);
-        self.settle(query, c).await
+            c,
+            i64::from(attempts),
+            ms(next_at),
+            error
+        )
     }
 
     pub async fn mark_failed(
@@ -316,21 +326,24 @@ impl Store {
         attempts: u32,
         error: &str,
     ) -> anyhow::Result<Settled> {
-        let sql = fenced(
-            &format!("status = 'failed', attempts = $1, last_error = $2, {RELEASE}"),
-            2,
-        );
-        let query = sqlx::query(&sql).bind(i64::from(attempts)).bind(error);
-        self.settle(query, c).await
+        settle!(
+            self,
+            fenced(
+                &format!("status = 'failed', attempts = $1, last_error = $2, {RELEASE}"),
+                2
+            ),
+            c,
+            i64::from(attempts),
+            error
+        )
     }
 
     /// Other pending rows of a subscriber that was just disabled are failed with the reason.
     pub async fn fail_pending_for(&self, subscriber_id: i64, error: &str) -> anyhow::Result<()> {
-        sqlx::query("UPDATE deliveries SET status = 'failed', last_error = $1 WHERE subscriber_id = $2 AND status = 'pending'")
-            .bind(error)
-            .bind(subscriber_id)
-            .execute(&self.pool)
-            .await?;
+        let sql = "UPDATE deliveries SET status = 'failed', last_error = $1 WHERE subscriber_id = $2 AND status = 'pending'";
+        on_db!(&self.db, pool => {
+            sqlx::query(sql).bind(error).bind(subscriber_id).execute(pool).await?;
+        });
         Ok(())
     }
 
@@ -341,25 +354,21 @@ impl Store {
         subscriber_id: i64,
         destination: &str,
     ) -> anyhow::Result<()> {
-        sqlx::query("UPDATE deliveries SET destination = $1 WHERE subscriber_id = $2 AND status IN ('pending', 'sending')")
-            .bind(destination)
-            .bind(subscriber_id)
-            .execute(&self.pool)
-            .await?;
+        let sql = "UPDATE deliveries SET destination = $1 WHERE subscriber_id = $2 AND status IN ('pending', 'sending')";
+        on_db!(&self.db, pool => {
+            sqlx::query(sql).bind(destination).bind(subscriber_id).execute(pool).await?;
+        });
         Ok(())
     }
 
     pub async fn delivery_counts(&self, date: NaiveDate) -> anyhow::Result<DeliveryCounts> {
-        let rows = sqlx::query(
-            "SELECT status, COUNT(*) FROM deliveries WHERE digest_date = $1 GROUP BY status",
-        )
-        .bind(date.to_string())
-        .fetch_all(&self.pool)
-        .await?;
+        let sql = "SELECT status, COUNT(*) FROM deliveries WHERE digest_date = $1 GROUP BY status";
+        let rows: Vec<(String, i64)> = on_db!(&self.db, pool => {
+            sqlx::query_as(sql).bind(date).fetch_all(pool).await?
+        });
         let mut counts = DeliveryCounts::default();
-        for r in rows {
-            let n: i64 = r.get(1);
-            match r.get::<String, _>(0).as_str() {
+        for (status, n) in rows {
+            match status.as_str() {
                 "pending" => counts.pending = n,
                 "sending" => counts.sending = n,
                 "sent" => counts.sent = n,
@@ -371,18 +380,17 @@ impl Store {
 
     /// Rows waiting or in flight, by channel and status (sent and failed rows are history).
     pub async fn backlog(&self) -> anyhow::Result<Vec<Backlog>> {
-        let rows = sqlx::query(
-            "SELECT channel, status, COUNT(*) FROM deliveries WHERE status IN ('pending', 'sending')
-             GROUP BY channel, status ORDER BY channel, status",
-        )
-        .fetch_all(&self.pool)
-        .await?;
+        let sql = "SELECT channel, status, COUNT(*) FROM deliveries WHERE status IN ('pending', 'sending')
+             GROUP BY channel, status ORDER BY channel, status";
+        let rows: Vec<(String, String, i64)> = on_db!(&self.db, pool => {
+            sqlx::query_as(sql).fetch_all(pool).await?
+        });
         Ok(rows
-            .iter()
-            .map(|r| Backlog {
-                channel: r.get(0),
-                status: r.get(1),
-                rows: r.get(2),
+            .into_iter()
+            .map(|(channel, status, rows)| Backlog {
+                channel,
+                status,
+                rows,
             })
             .collect())
     }
@@ -394,21 +402,20 @@ impl Store {
         channel: Channel,
         now: DateTime<Utc>,
     ) -> anyhow::Result<Option<DateTime<Utc>>> {
-        let row = sqlx::query(
-            "SELECT MIN(d.next_attempt_at) FROM deliveries d
+        let sql = "SELECT MIN(d.next_attempt_at) FROM deliveries d
              WHERE d.status = 'pending' AND d.channel = $3 AND d.next_attempt_at <= $1
                AND NOT EXISTS (SELECT 1 FROM destinations p
                                WHERE p.channel = d.channel
                                  AND (p.key = d.destination OR p.key = $2)
-                                 AND p.paused_until > $1)",
-        )
-        .bind(ms(now))
-        .bind(WHOLE_CHANNEL)
-        .bind(channel.as_str())
-        .fetch_one(&self.pool)
-        .await?;
-        Ok(row
-            .get::<Option<i64>, _>(0)
-            .and_then(DateTime::from_timestamp_millis))
+                                 AND p.paused_until > $1)";
+        let due: Option<i64> = on_db!(&self.db, pool => {
+            sqlx::query_scalar(sql)
+                .bind(ms(now))
+                .bind(WHOLE_CHANNEL)
+                .bind(channel.as_str())
+                .fetch_one(pool)
+                .await?
+        });
+        Ok(due.and_then(DateTime::from_timestamp_millis))
     }
 }

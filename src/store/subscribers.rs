@@ -2,13 +2,49 @@
 
 use chrono::{DateTime, Utc};
 use sqlx::Row;
-use sqlx::sqlite::SqliteRow;
 
 use super::Store;
 use crate::model::{Filter, Score};
 use crate::subscriber::{Address, Status, Subscriber};
 
 const COLUMNS: &str = "id, address, layers, min_score, language, status, status_reason, notify_empty, created_at, updated_at";
+
+const INSERT: &str = "INSERT INTO subscribers (address, channel, layers, min_score, language, status, status_reason, notify_empty, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)
+         ON CONFLICT (address) DO NOTHING RETURNING id";
+
+/// Inserts one subscriber through `$executor` (a pool or a transaction of either engine):
+/// `Some(id)`, or `None` when the address is subscribed already.
+macro_rules! insert_subscriber {
+    ($executor:expr, $s:expr, $now:expr) => {{
+        let s: &NewSubscriber<'_> = $s;
+        let id: Option<i64> = sqlx::query_scalar(INSERT)
+            .bind(s.address.to_stored())
+            .bind(s.address.channel().as_str())
+            .bind(layers_column(s.filter)?)
+            .bind(min_score_column(s.filter))
+            .bind(s.language)
+            .bind(s.status.as_str())
+            .bind(reason(s.status))
+            .bind(s.notify_empty)
+            .bind($now)
+            .fetch_optional($executor)
+            .await?;
+        id
+    }};
+}
+
+/// The subscriber with this address, through `$executor`.
+macro_rules! by_address {
+    ($executor:expr, $address:expr) => {{
+        let sql = format!("SELECT {COLUMNS} FROM subscribers WHERE address = $1");
+        let row = sqlx::query(&sql)
+            .bind($address.to_stored())
+            .fetch_optional($executor)
+            .await?;
+        row.as_ref().map(subscriber_from_row).transpose()?
+    }};
+}
 
 impl Store {
     /// Adds a subscriber; `Ok(None)` when the address is already subscribed.
@@ -28,8 +64,7 @@ impl Store {
             status,
             notify_empty,
         };
-        let mut conn = self.pool.acquire().await?;
-        insert_subscriber(&mut conn, &new, now).await
+        Ok(on_db!(&self.db, pool => insert_subscriber!(pool, &new, now)))
     }
 
     /// Adds many subscribers in one transaction (imports, benchmarks); returns how many
@@ -39,42 +74,46 @@ impl Store {
         subscribers: &[NewSubscriber<'_>],
         now: DateTime<Utc>,
     ) -> anyhow::Result<usize> {
-        let mut tx = self.pool.begin().await?;
         let mut added = 0;
-        for s in subscribers {
-            added += usize::from(insert_subscriber(&mut tx, s, now).await?.is_some());
-        }
-        tx.commit().await?;
+        on_db!(&self.db, pool => {
+            let mut tx = pool.begin().await?;
+            for s in subscribers {
+                added += usize::from(insert_subscriber!(&mut *tx, s, now).is_some());
+            }
+            tx.commit().await?;
+        });
         Ok(added)
     }
 
     pub async fn subscribers(&self) -> anyhow::Result<Vec<Subscriber>> {
-        let rows = sqlx::query(&format!("SELECT {COLUMNS} FROM subscribers ORDER BY id"))
-            .fetch_all(&self.pool)
-            .await?;
-        rows.iter().map(subscriber_from_row).collect()
+        let sql = format!("SELECT {COLUMNS} FROM subscribers ORDER BY id");
+        on_db!(&self.db, pool => {
+            let rows = sqlx::query(&sql).fetch_all(pool).await?;
+            rows.iter().map(subscriber_from_row).collect()
+        })
     }
 
     /// Active subscribers, the ones a digest is planned for. Rows are streamed and
     /// converted one at a time, so 100,000 subscribers are never held twice.
     pub async fn active_subscribers(&self) -> anyhow::Result<Vec<Subscriber>> {
         use futures::TryStreamExt;
-        let query =
-            format!("SELECT {COLUMNS} FROM subscribers WHERE status = 'active' ORDER BY id");
-        let mut rows = sqlx::query(&query).fetch(&self.pool);
+        let sql = format!("SELECT {COLUMNS} FROM subscribers WHERE status = 'active' ORDER BY id");
         let mut out = Vec::new();
-        while let Some(row) = rows.try_next().await? {
-            out.push(subscriber_from_row(&row)?);
-        }
+        on_db!(&self.db, pool => {
+            let mut rows = sqlx::query(&sql).fetch(pool);
+            while let Some(row) = rows.try_next().await? {
+                out.push(subscriber_from_row(&row)?);
+            }
+        });
         Ok(out)
     }
 
     pub async fn subscriber(&self, id: i64) -> anyhow::Result<Option<Subscriber>> {
-        let row = sqlx::query(&format!("SELECT {COLUMNS} FROM subscribers WHERE id = $1"))
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await?;
-        row.as_ref().map(subscriber_from_row).transpose()
+        let sql = format!("SELECT {COLUMNS} FROM subscribers WHERE id = $1");
+        on_db!(&self.db, pool => {
+            let row = sqlx::query(&sql).bind(id).fetch_optional(pool).await?;
+            row.as_ref().map(subscriber_from_row).transpose()
+        })
     }
 
     /// The subscribers with these ids (one query for a claimed batch), by id.
@@ -85,18 +124,20 @@ impl Store {
         let mut found = std::collections::HashMap::new();
         // Well under SQLite's 32,766 parameters per statement.
         for chunk in ids.chunks(1_000) {
-            let mut query = sqlx::QueryBuilder::<sqlx::Sqlite>::new(format!(
-                "SELECT {COLUMNS} FROM subscribers WHERE id IN ("
-            ));
-            let mut list = query.separated(", ");
-            for id in chunk {
-                list.push_bind(*id);
-            }
-            query.push(")");
-            for row in query.build().fetch_all(&self.pool).await? {
-                let s = subscriber_from_row(&row)?;
-                found.insert(s.id, s);
-            }
+            on_db!(&self.db, pool => {
+                let mut query = sqlx::QueryBuilder::new(format!(
+                    "SELECT {COLUMNS} FROM subscribers WHERE id IN ("
+                ));
+                let mut list = query.separated(", ");
+                for id in chunk {
+                    list.push_bind(*id);
+                }
+                query.push(")");
+                for row in query.build().fetch_all(pool).await? {
+                    let s = subscriber_from_row(&row)?;
+                    found.insert(s.id, s);
+                }
+            });
         }
         Ok(found)
     }
@@ -105,8 +146,7 @@ impl Store {
         &self,
         address: &Address,
     ) -> anyhow::Result<Option<Subscriber>> {
-        let mut conn = self.pool.acquire().await?;
-        by_address(&mut conn, address).await
+        Ok(on_db!(&self.db, pool => by_address!(pool, address)))
     }
 
     /// Replaces filter, language and the empty-day option.
@@ -115,18 +155,20 @@ impl Store {
         s: &Subscriber,
         now: DateTime<Utc>,
     ) -> anyhow::Result<()> {
-        sqlx::query(
-            "UPDATE subscribers SET layers = $1, min_score = $2, language = $3, notify_empty = $4, updated_at = $5
-             WHERE id = $6",
-        )
-        .bind(layers_column(&s.filter)?)
-        .bind(min_score_column(&s.filter))
-        .bind(&s.language)
-        .bind(s.notify_empty)
-        .bind(now.to_rfc3339())
-        .bind(s.id)
-        .execute(&self.pool)
-        .await?;
+        let sql = "UPDATE subscribers SET layers = $1, min_score = $2, language = $3, notify_empty = $4, updated_at = $5
+             WHERE id = $6";
+        let layers = layers_column(&s.filter)?;
+        on_db!(&self.db, pool => {
+            sqlx::query(sql)
+                .bind(&layers)
+                .bind(min_score_column(&s.filter))
+                .bind(&s.language)
+                .bind(s.notify_empty)
+                .bind(now)
+                .bind(s.id)
+                .execute(pool)
+                .await?;
+        });
         Ok(())
     }
 
@@ -136,16 +178,19 @@ impl Store {
         status: &Status,
         now: DateTime<Utc>,
     ) -> anyhow::Result<bool> {
-        let result = sqlx::query(
-            "UPDATE subscribers SET status = $1, status_reason = $2, updated_at = $3 WHERE id = $4",
-        )
-        .bind(status.as_str())
-        .bind(reason(status))
-        .bind(now.to_rfc3339())
-        .bind(id)
-        .execute(&self.pool)
-        .await?;
-        Ok(result.rows_affected() == 1)
+        let sql =
+            "UPDATE subscribers SET status = $1, status_reason = $2, updated_at = $3 WHERE id = $4";
+        let changed = on_db!(&self.db, pool => {
+            sqlx::query(sql)
+                .bind(status.as_str())
+                .bind(reason(status))
+                .bind(now)
+                .bind(id)
+                .execute(pool)
+                .await?
+                .rows_affected()
+        });
+        Ok(changed == 1)
     }
 
     /// Moves a subscriber to a new address (a Telegram group that became a supergroup).
@@ -155,15 +200,17 @@ impl Store {
         address: &Address,
         now: DateTime<Utc>,
     ) -> anyhow::Result<()> {
-        sqlx::query(
-            "UPDATE subscribers SET address = $1, channel = $2, updated_at = $3 WHERE id = $4",
-        )
-        .bind(address.to_stored())
-        .bind(address.channel().as_str())
-        .bind(now.to_rfc3339())
-        .bind(id)
-        .execute(&self.pool)
-        .await?;
+        let sql =
+            "UPDATE subscribers SET address = $1, channel = $2, updated_at = $3 WHERE id = $4";
+        on_db!(&self.db, pool => {
+            sqlx::query(sql)
+                .bind(address.to_stored())
+                .bind(address.channel().as_str())
+                .bind(now)
+                .bind(id)
+                .execute(pool)
+                .await?;
+        });
         Ok(())
     }
 
@@ -179,65 +226,64 @@ impl Store {
         now: DateTime<Utc>,
         stale_before: DateTime<Utc>,
     ) -> anyhow::Result<Signup> {
-        let mut tx = self.pool.begin().await?;
-        sqlx::query("DELETE FROM subscribers WHERE status = 'pending' AND created_at < $1")
-            .bind(stale_before.to_rfc3339())
-            .execute(&mut *tx)
-            .await?;
-        let existing = by_address(&mut tx, address).await?;
-        let outcome = match existing {
-            None => {
-                let new = NewSubscriber {
-                    address,
-                    filter,
-                    language,
-                    status: &Status::Pending,
-                    notify_empty: false,
-                };
-                let id = insert_subscriber(&mut tx, &new, now)
-                    .await?
-                    .ok_or_else(|| anyhow::anyhow!("sign-up raced with another insert"))?;
-                Signup::Pending(id)
-            }
-            Some(s) if matches!(s.status, Status::Pending | Status::Disabled(_)) => {
-                sqlx::query(
-                    "UPDATE subscribers SET layers = $1, min_score = $2, language = $3, status = 'pending',
-                     status_reason = NULL, created_at = $4, updated_at = $4 WHERE id = $5",
-                )
-                .bind(layers_column(filter)?)
-                .bind(min_score_column(filter))
-                .bind(language)
-                .bind(now.to_rfc3339())
-                .bind(s.id)
+        let layers = layers_column(filter)?;
+        let renew =
+            "UPDATE subscribers SET layers = $1, min_score = $2, language = $3, status = 'pending',
+                     status_reason = NULL, created_at = $4, updated_at = $4 WHERE id = $5";
+        on_db!(&self.db, pool => {
+            let mut tx = pool.begin().await?;
+            sqlx::query("DELETE FROM subscribers WHERE status = 'pending' AND created_at < $1")
+                .bind(stale_before)
                 .execute(&mut *tx)
                 .await?;
-                Signup::Pending(s.id)
-            }
-            Some(s) => Signup::AlreadySubscribed(s.id),
-        };
-        tx.commit().await?;
-        Ok(outcome)
+            let existing: Option<Subscriber> = by_address!(&mut *tx, address);
+            let outcome = match existing {
+                None => {
+                    let new = NewSubscriber {
+                        address,
+                        filter,
+                        language,
+                        status: &Status::Pending,
+                        notify_empty: false,
+                    };
+                    let id = insert_subscriber!(&mut *tx, &new, now)
+                        .ok_or_else(|| anyhow::anyhow!("sign-up raced with another insert"))?;
+                    Signup::Pending(id)
+                }
+                Some(s) if matches!(s.status, Status::Pending | Status::Disabled(_)) => {
+                    sqlx::query(renew)
+                        .bind(&layers)
+                        .bind(min_score_column(filter))
+                        .bind(language)
+                        .bind(now)
+                        .bind(s.id)
+                        .execute(&mut *tx)
+                        .await?;
+                    Signup::Pending(s.id)
+                }
+                Some(s) => Signup::AlreadySubscribed(s.id),
+            };
+            tx.commit().await?;
+            Ok(outcome)
+        })
     }
 
     /// Double opt-in: pending becomes active. False when the subscriber is not pending (already
     /// confirmed, unsubscribed or expired), so a confirmation link works once.
     pub async fn confirm_subscriber(&self, id: i64, now: DateTime<Utc>) -> anyhow::Result<bool> {
-        let result = sqlx::query(
-            "UPDATE subscribers SET status = 'active', updated_at = $1 WHERE id = $2 AND status = 'pending'",
-        )
-        .bind(now.to_rfc3339())
-        .bind(id)
-        .execute(&self.pool)
-        .await?;
-        Ok(result.rows_affected() == 1)
+        let sql = "UPDATE subscribers SET status = 'active', updated_at = $1 WHERE id = $2 AND status = 'pending'";
+        let changed = on_db!(&self.db, pool => {
+            sqlx::query(sql).bind(now).bind(id).execute(pool).await?.rows_affected()
+        });
+        Ok(changed == 1)
     }
 
     pub async fn remove_subscriber(&self, id: i64) -> anyhow::Result<bool> {
-        let result = sqlx::query("DELETE FROM subscribers WHERE id = $1")
-            .bind(id)
-            .execute(&self.pool)
-            .await?;
-        Ok(result.rows_affected() == 1)
+        let sql = "DELETE FROM subscribers WHERE id = $1";
+        let changed = on_db!(&self.db, pool => {
+            sqlx::query(sql).bind(id).execute(pool).await?.rows_affected()
+        });
+        Ok(changed == 1)
     }
 }
 
@@ -259,44 +305,6 @@ pub struct NewSubscriber<'a> {
     pub notify_empty: bool,
 }
 
-async fn insert_subscriber(
-    conn: &mut sqlx::SqliteConnection,
-    s: &NewSubscriber<'_>,
-    now: DateTime<Utc>,
-) -> anyhow::Result<Option<i64>> {
-    let now = now.to_rfc3339();
-    let result = sqlx::query(
-        "INSERT INTO subscribers (address, channel, layers, min_score, language, status, status_reason, notify_empty, created_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)
-         ON CONFLICT (address) DO NOTHING",
-    )
-    .bind(s.address.to_stored())
-    .bind(s.address.channel().as_str())
-    .bind(layers_column(s.filter)?)
-    .bind(min_score_column(s.filter))
-    .bind(s.language)
-    .bind(s.status.as_str())
-    .bind(reason(s.status))
-    .bind(s.notify_empty)
-    .bind(&now)
-    .execute(&mut *conn)
-    .await?;
-    Ok((result.rows_affected() == 1).then(|| result.last_insert_rowid()))
-}
-
-async fn by_address(
-    conn: &mut sqlx::SqliteConnection,
-    address: &Address,
-) -> anyhow::Result<Option<Subscriber>> {
-    let row = sqlx::query(&format!(
-        "SELECT {COLUMNS} FROM subscribers WHERE address = $1"
-    ))
-    .bind(address.to_stored())
-    .fetch_optional(&mut *conn)
-    .await?;
-    row.as_ref().map(subscriber_from_row).transpose()
-}
-
 /// The filter's columns: layers as a JSON array, the threshold in tenths.
 fn layers_column(filter: &Filter) -> anyhow::Result<String> {
     Ok(serde_json::to_string(&filter.layers)?)
@@ -313,21 +321,33 @@ fn reason(status: &Status) -> Option<&str> {
     }
 }
 
-fn subscriber_from_row(row: &SqliteRow) -> anyhow::Result<Subscriber> {
-    let address: String = row.get("address");
-    let min_score: i64 = row.get("min_score");
+/// A subscriber from a row of [`COLUMNS`], on either engine.
+fn subscriber_from_row<R>(row: &R) -> anyhow::Result<Subscriber>
+where
+    R: Row,
+    usize: sqlx::ColumnIndex<R>,
+    for<'r> String: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    for<'r> i64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    for<'r> bool: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    for<'r> DateTime<Utc>: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+{
+    let address: String = row.try_get(1)?;
+    let min_score: i64 = row.try_get(3)?;
+    let layers: String = row.try_get(2)?;
+    let status: String = row.try_get(5)?;
+    let status_reason: Option<String> = row.try_get(6)?;
     Ok(Subscriber {
-        id: row.get("id"),
+        id: row.try_get(0)?,
         address: Address::parse(&address)
             .map_err(|e| anyhow::anyhow!("Stored subscriber address is invalid: {e}"))?,
         filter: Filter {
-            layers: serde_json::from_str(row.get("layers"))?,
+            layers: serde_json::from_str(&layers)?,
             min_score: Score::from_tenths(u16::try_from(min_score.clamp(0, 1000)).unwrap_or(0)),
         },
-        language: row.get("language"),
-        status: Status::from_parts(row.get("status"), row.get("status_reason")),
-        notify_empty: row.get("notify_empty"),
-        created_at: row.get("created_at"),
-        updated_at: row.get("updated_at"),
+        language: row.try_get(4)?,
+        status: Status::from_parts(&status, status_reason),
+        notify_empty: row.try_get(7)?,
+        created_at: row.try_get(8)?,
+        updated_at: row.try_get(9)?,
     })
 }
