@@ -18,8 +18,8 @@ use kdigest::deliver::engine::{Engine, Until};
 use kdigest::metrics::Metrics;
 use kdigest::model::{Filter, Score};
 use kdigest::pipeline;
-use kdigest::store::{PlannedDelivery, Settled, Store};
-use kdigest::subscriber::{Address, Channel, Status};
+use kdigest::store::Store;
+use kdigest::subscriber::{Address, Status};
 
 use crate::helpers::{fixture_config, open_store, run_until_idle, spawn_feed_server};
 use crate::telegram_mock::{ChatMode, spawn_mock};
@@ -40,99 +40,6 @@ async fn add(store: &Store, address: &str, language: &str) -> i64 {
         .await
         .unwrap()
         .unwrap()
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn claims_are_fenced_reaped_and_skip_paused_destinations() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(&dir.path().join("k.sqlite")).await.unwrap();
-    let a = add(&store, "webhook:https://a.example/hook", "en").await;
-    let b = add(&store, "webhook:https://b.example/hook", "en").await;
-    let date = kdigest::demo::demo_date();
-    let now = Utc::now();
-    let plan = [(a, "a.example:443"), (b, "b.example:443")].map(|(id, dest)| PlannedDelivery {
-        id: format!("d{id}"),
-        subscriber_id: id,
-        channel: Channel::Webhook,
-        destination: dest.to_string(),
-    });
-    store.plan_deliveries(date, &plan, now).await.unwrap();
-
-    // A paused destination's row is not claimed; the other one is.
-    let later = now + chrono::Duration::seconds(120);
-    store
-        .pause_destination(Channel::Webhook, "a.example:443", later, "429")
-        .await
-        .unwrap();
-    let expires = now + chrono::Duration::seconds(60);
-    let first = store
-        .claim_due(Channel::Webhook, now, 10, "t1", expires)
-        .await
-        .unwrap();
-    assert_eq!(
-        first.iter().map(|c| c.subscriber_id).collect::<Vec<_>>(),
-        [b]
-    );
-    // The paused row's next chance is the end of its pause, to the millisecond.
-    let next = store.next_due(Channel::Webhook).await.unwrap().unwrap();
-    assert_eq!(next.timestamp_millis(), later.timestamp_millis());
-
-    // The claim expires, the reaper returns it, a new worker claims it under a new token:
-    // the first worker's late settle changes nothing.
-    let reaped = store
-        .requeue_expired(expires + chrono::Duration::seconds(1))
-        .await
-        .unwrap();
-    assert_eq!(reaped, 1);
-    let second = store
-        .claim_due(Channel::Webhook, now, 10, "t2", expires)
-        .await
-        .unwrap();
-    assert_eq!(second.len(), 1);
-    assert_eq!(
-        store.mark_sent(&first[0], 1, now).await.unwrap(),
-        Settled::Lost
-    );
-    assert_eq!(
-        store.mark_part_sent(&first[0], 1, expires).await.unwrap(),
-        Settled::Lost
-    );
-    assert_eq!(store.delivery_counts(date).await.unwrap().sent, 0);
-    assert_eq!(
-        store.mark_sent(&second[0], 1, now).await.unwrap(),
-        Settled::Done
-    );
-    assert_eq!(store.delivery_counts(date).await.unwrap().sent, 1);
-
-    // A retry is due to the millisecond, not rounded down to the second.
-    let after_pause = later + chrono::Duration::seconds(1);
-    let retry_at =
-        chrono::DateTime::from_timestamp_millis(after_pause.timestamp_millis() + 1_999).unwrap();
-    let third = store
-        .claim_due(Channel::Webhook, after_pause, 10, "t3", expires)
-        .await
-        .unwrap();
-    assert_eq!(third.len(), 1, "the pause is over");
-    assert_eq!(
-        store.mark_retry(&third[0], 1, retry_at, "x").await.unwrap(),
-        Settled::Done
-    );
-    let early = retry_at - chrono::Duration::milliseconds(1);
-    assert!(
-        store
-            .claim_due(Channel::Webhook, early, 10, "t4", expires)
-            .await
-            .unwrap()
-            .is_empty()
-    );
-    assert_eq!(
-        store
-            .claim_due(Channel::Webhook, retry_at, 10, "t4", expires)
-            .await
-            .unwrap()
-            .len(),
-        1
-    );
 }
 
 /// Two webhook hosts (two loopback ports): "paused" answers its first request 429 with

@@ -1,0 +1,538 @@
+//! The store contract, run on both engines: every statement the daemon, CLI, bots and web
+//! use behaves the same on SQLite and on Postgres (a fresh schema per test). Postgres-only
+//! behaviour (concurrent claims with SKIP LOCKED, copying SQLite into Postgres) is here too.
+
+use std::collections::HashSet;
+
+use chrono::{Duration, SubsecRound, Utc};
+use kdigest::model::{Filter, Score};
+use kdigest::store::{PlannedDelivery, Settled, Store};
+use kdigest::subscriber::{Address, Channel, Status};
+
+use crate::pg;
+
+/// Runs one contract on a fresh SQLite file and on a fresh Postgres schema.
+macro_rules! on_both_engines {
+    ($contract:ident) => {
+        mod $contract {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() {
+                let dir = tempfile::tempdir().unwrap();
+                let store = kdigest::store::Store::open(&dir.path().join("k.sqlite"))
+                    .await
+                    .unwrap();
+                super::$contract(store).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                let Some(schema) = crate::pg::schema().await else {
+                    return;
+                };
+                let store = kdigest::store::Store::open_postgres(&schema.url)
+                    .await
+                    .unwrap();
+                super::$contract(store).await;
+            }
+        }
+    };
+}
+
+on_both_engines!(claims_are_fenced_reaped_and_skip_paused_destinations);
+on_both_engines!(subscribers_sign_up_confirm_and_change);
+on_both_engines!(items_digests_and_source_state_round_trip);
+on_both_engines!(leases_budgets_updates_and_counters);
+
+async fn add(store: &Store, address: &str) -> i64 {
+    store
+        .add_subscriber(
+            &Address::parse(address).unwrap(),
+            &Filter {
+                layers: Default::default(),
+                min_score: Score::from_f64(0.0),
+            },
+            "en",
+            &Status::Active,
+            false,
+            Utc::now(),
+        )
+        .await
+        .unwrap()
+        .unwrap()
+}
+
+/// Claims are fenced, reaped, skip paused destinations and are due to the millisecond.
+async fn claims_are_fenced_reaped_and_skip_paused_destinations(store: Store) {
+    let a = add(&store, "webhook:https://a.example/hook").await;
+    let b = add(&store, "webhook:https://b.example/hook").await;
+    let date = kdigest::demo::demo_date();
+    let now = Utc::now();
+    let plan = [(a, "a.example:443"), (b, "b.example:443")].map(|(id, dest)| PlannedDelivery {
+        id: format!("d{id}"),
+        subscriber_id: id,
+        channel: Channel::Webhook,
+        destination: dest.to_string(),
+    });
+    store.plan_deliveries(date, &plan, now).await.unwrap();
+
+    // A paused destination's row is not claimed; the other one is.
+    let later = now + chrono::Duration::seconds(120);
+    store
+        .pause_destination(Channel::Webhook, "a.example:443", later, "429")
+        .await
+        .unwrap();
+    let expires = now + chrono::Duration::seconds(60);
+    let first = store
+        .claim_due(Channel::Webhook, now, 10, "t1", expires)
+        .await
+        .unwrap();
+    assert_eq!(
+        first.iter().map(|c| c.subscriber_id).collect::<Vec<_>>(),
+        [b]
+    );
+    // The paused row's next chance is the end of its pause, to the millisecond.
+    let next = store.next_due(Channel::Webhook).await.unwrap().unwrap();
+    assert_eq!(next.timestamp_millis(), later.timestamp_millis());
+
+    // The claim expires, the reaper returns it, a new worker claims it under a new token:
+    // the first worker's late settle changes nothing.
+    let reaped = store
+        .requeue_expired(expires + chrono::Duration::seconds(1))
+        .await
+        .unwrap();
+    assert_eq!(reaped, 1);
+    let second = store
+        .claim_due(Channel::Webhook, now, 10, "t2", expires)
+        .await
+        .unwrap();
+    assert_eq!(second.len(), 1);
+    assert_eq!(
+        store.mark_sent(&first[0], 1, now).await.unwrap(),
+        Settled::Lost
+    );
+    assert_eq!(
+        store.mark_part_sent(&first[0], 1, expires).await.unwrap(),
+        Settled::Lost
+    );
+    assert_eq!(store.delivery_counts(date).await.unwrap().sent, 0);
+    assert_eq!(
+        store.mark_sent(&second[0], 1, now).await.unwrap(),
+        Settled::Done
+    );
+    assert_eq!(store.delivery_counts(date).await.unwrap().sent, 1);
+
+    // A retry is due to the millisecond, not rounded down to the second.
+    let after_pause = later + chrono::Duration::seconds(1);
+    let retry_at =
+        chrono::DateTime::from_timestamp_millis(after_pause.timestamp_millis() + 1_999).unwrap();
+    let third = store
+        .claim_due(Channel::Webhook, after_pause, 10, "t3", expires)
+        .await
+        .unwrap();
+    assert_eq!(third.len(), 1, "the pause is over");
+    assert_eq!(
+        store.mark_retry(&third[0], 1, retry_at, "x").await.unwrap(),
+        Settled::Done
+    );
+    let early = retry_at - chrono::Duration::milliseconds(1);
+    assert!(
+        store
+            .claim_due(Channel::Webhook, early, 10, "t4", expires)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        store
+            .claim_due(Channel::Webhook, retry_at, 10, "t4", expires)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+/// Subscribers: add, list, find, change, sign-up and double opt-in, status, removal.
+async fn subscribers_sign_up_confirm_and_change(store: Store) {
+    let t = add(&store, "telegram:1001").await;
+    assert_eq!(
+        add_again(&store, "telegram:1001").await,
+        None,
+        "one address, one subscriber"
+    );
+    let mail = Address::parse("email:Reader@Example.org").unwrap();
+    let filter = Filter {
+        layers: ["kernel_codegen".to_string()].into_iter().collect(),
+        min_score: Score::from_f64(55.5),
+    };
+    let now = Utc::now();
+    let stale = now - Duration::days(2);
+    let kdigest::store::Signup::Pending(m) = store
+        .signup(&mail, &filter, "zh-CN", now, stale)
+        .await
+        .unwrap()
+    else {
+        panic!("a new address is pending")
+    };
+    assert!(store.confirm_subscriber(m, now).await.unwrap());
+    assert!(
+        !store.confirm_subscriber(m, now).await.unwrap(),
+        "a link works once"
+    );
+    assert_eq!(
+        store
+            .signup(&mail, &filter, "en", now, stale)
+            .await
+            .unwrap(),
+        kdigest::store::Signup::AlreadySubscribed(m)
+    );
+    let mut s = store.subscriber_by_address(&mail).await.unwrap().unwrap();
+    assert_eq!(
+        (s.id, s.language.as_str(), &s.filter),
+        (m, "zh-CN", &filter)
+    );
+    assert_eq!(s.status, Status::Active);
+    s.notify_empty = true;
+    s.language = "en".into();
+    store.update_subscriber(&s, now).await.unwrap();
+    let again = store.subscriber(m).await.unwrap().unwrap();
+    assert!(again.notify_empty);
+    assert_eq!(again.language, "en");
+    assert_eq!(
+        again.created_at.timestamp(),
+        now.timestamp(),
+        "timestamps are typed and kept"
+    );
+
+    assert!(
+        store
+            .set_subscriber_status(
+                t,
+                &Status::Disabled("Forbidden: bot was blocked".into()),
+                now
+            )
+            .await
+            .unwrap()
+    );
+    let active: Vec<i64> = store
+        .active_subscribers()
+        .await
+        .unwrap()
+        .iter()
+        .map(|s| s.id)
+        .collect();
+    assert_eq!(active, [m]);
+    let by_id = store.subscribers_with_ids(&[t, m, 999]).await.unwrap();
+    assert_eq!(by_id.len(), 2);
+    assert_eq!(
+        by_id[&t].status,
+        Status::Disabled("Forbidden: bot was blocked".into())
+    );
+    let moved = Address::parse("telegram:-1002").unwrap();
+    store.set_subscriber_address(t, &moved, now).await.unwrap();
+    assert_eq!(store.subscriber(t).await.unwrap().unwrap().address, moved);
+    assert!(store.remove_subscriber(t).await.unwrap());
+    assert_eq!(store.subscribers().await.unwrap().len(), 1);
+    // Ids are never reused: a new subscriber gets a new one.
+    let next = add(&store, "telegram:1001").await;
+    assert!(next > t.max(m));
+}
+
+async fn add_again(store: &Store, address: &str) -> Option<i64> {
+    store
+        .add_subscriber(
+            &Address::parse(address).unwrap(),
+            &Filter::default(),
+            "en",
+            &Status::Active,
+            false,
+            Utc::now(),
+        )
+        .await
+        .unwrap()
+}
+
+/// The pipeline's writes and the web's reads: items, the digest, page views, the LLM
+/// cache and per-source state.
+async fn items_digests_and_source_state_round_trip(store: Store) {
+    let base = kdigest::demo::serve_feeds().await.unwrap();
+    let config = kdigest::demo::demo_config(&base, None).unwrap();
+    let date = kdigest::demo::demo_date();
+    let digest = kdigest::pipeline::generate(&config, &store, date, &|_| {})
+        .await
+        .unwrap();
+    assert!(digest.events().count() >= 5);
+    let stored = store.load_digest(date).await.unwrap().unwrap();
+    assert_eq!(
+        serde_json::to_value(&stored).unwrap(),
+        serde_json::to_value(&digest).unwrap()
+    );
+    assert_eq!(store.latest_digest_date().await.unwrap(), Some(date));
+    assert_eq!(store.digest_count().await.unwrap(), 1);
+    assert_eq!(store.add_reads(date, 3).await.unwrap(), Some(3));
+    assert_eq!(store.digest_reads(date).await.unwrap(), Some(3));
+    assert_eq!(store.digests_page(0, 10).await.unwrap()[0].1, 3);
+    assert_eq!(
+        store.list_digests().await.unwrap()[0].events,
+        digest.events().count()
+    );
+    let sources: Vec<String> = config.sources.iter().map(|s| s.name.clone()).collect();
+    let items = store
+        .items_in_window(&sources, &digest.window)
+        .await
+        .unwrap();
+    assert!(items.len() >= digest.events().count());
+    let health = store.source_health().await.unwrap();
+    assert_eq!(health.len(), config.sources.len());
+    // The sample day has a source that fails on purpose; the others are recorded as fetched.
+    let fetched = health.iter().filter(|h| h.last_error.is_none()).count();
+    assert!(fetched >= health.len() - 1);
+    assert!(
+        health
+            .iter()
+            .filter(|h| h.last_error.is_none())
+            .all(|h| h.last_success_at.is_some() && h.consecutive_failures == 0)
+    );
+    let now = Utc::now();
+    store
+        .record_fetch_success(&sources[0], None, now)
+        .await
+        .unwrap();
+    store
+        .record_fetch_failure(&sources[0], "HTTP 503", now)
+        .await
+        .unwrap();
+    store
+        .record_fetch_failure(&sources[0], "HTTP 503", now)
+        .await
+        .unwrap();
+    let health = store.source_health().await.unwrap();
+    let h = health.iter().find(|h| h.source == sources[0]).unwrap();
+    assert_eq!(
+        (h.consecutive_failures, h.last_error.as_deref()),
+        (2, Some("HTTP 503"))
+    );
+    store.llm_cache_put("m", "h", "reply").await.unwrap();
+    store.llm_cache_put("m", "h", "newer").await.unwrap();
+    assert_eq!(
+        store.llm_cache_get("m", "h").await.unwrap().as_deref(),
+        Some("newer")
+    );
+}
+
+/// What instances share: the scheduler lease, budget slots, handled updates, counters.
+async fn leases_budgets_updates_and_counters(store: Store) {
+    let now = Utc::now();
+    assert!(store.try_lease("scheduler", "a:1", 10, now).await.unwrap());
+    assert!(!store.try_lease("scheduler", "b:2", 10, now).await.unwrap());
+    assert!(
+        store.try_lease("scheduler", "a:1", 10, now).await.unwrap(),
+        "renewal"
+    );
+    let later = now + Duration::seconds(11);
+    assert!(
+        store
+            .try_lease("scheduler", "b:2", 10, later)
+            .await
+            .unwrap(),
+        "lapsed, taken over"
+    );
+    assert_eq!(
+        store.lease_holder("scheduler").await.unwrap().unwrap().0,
+        "b:2"
+    );
+
+    // Budget slots: one every 100 ms, whoever asks.
+    let waits: Vec<i64> =
+        futures::future::join_all((0..5).map(|_| store.take_budget_slot("telegram", 100)))
+            .await
+            .into_iter()
+            .map(Result::unwrap)
+            .collect();
+    let mut sorted = waits.clone();
+    sorted.sort();
+    for pair in sorted.windows(2) {
+        assert!(pair[1] - pair[0] >= 90, "slots are spaced: {waits:?}");
+    }
+
+    assert!(store.first_handling("telegram", "42", now).await.unwrap());
+    assert!(!store.first_handling("telegram", "42", now).await.unwrap());
+    assert!(store.first_handling("discord", "42", now).await.unwrap());
+    assert_eq!(
+        store
+            .prune_handled_updates(now + Duration::seconds(1))
+            .await
+            .unwrap(),
+        2
+    );
+
+    assert_eq!(store.count_hit("ip:1", 3600, now).await.unwrap(), 1);
+    assert_eq!(store.count_hit("ip:1", 3600, now).await.unwrap(), 2);
+    assert_eq!(store.count_hit("ip:2", 3600, now).await.unwrap(), 1);
+    assert_eq!(
+        store
+            .count_hit("ip:1", 3600, now + Duration::hours(1))
+            .await
+            .unwrap(),
+        1,
+        "a new window starts over"
+    );
+
+    store
+        .heartbeat("a:1", "scheduler,deliver", now, now)
+        .await
+        .unwrap();
+    store
+        .heartbeat("b:2", "deliver", now, now - Duration::minutes(5))
+        .await
+        .unwrap();
+    let live = store
+        .live_instances(now - Duration::seconds(30))
+        .await
+        .unwrap();
+    assert_eq!(
+        live.iter().map(|i| i.id.as_str()).collect::<Vec<_>>(),
+        ["a:1"]
+    );
+}
+
+/// Several instances claiming at once on Postgres never take one row twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_claims_on_postgres_take_each_row_once() {
+    let Some(schema) = pg::schema().await else {
+        return;
+    };
+    let store = Store::open_postgres(&schema.url).await.unwrap();
+    let now = Utc::now();
+    let mut plan = Vec::new();
+    for i in 0..400 {
+        let id = add(&store, &format!("webhook:https://h{i}.example/hook")).await;
+        plan.push(PlannedDelivery {
+            id: format!("d{id}"),
+            subscriber_id: id,
+            channel: Channel::Webhook,
+            destination: format!("h{i}.example:443"),
+        });
+    }
+    store
+        .plan_deliveries(kdigest::demo::demo_date(), &plan, now)
+        .await
+        .unwrap();
+    let claimers = (0..6).map(|w| {
+        let store = store.clone();
+        tokio::spawn(async move {
+            let mut mine = Vec::new();
+            loop {
+                let token = format!("w{w}-{}", mine.len());
+                let got = store
+                    .claim_due(
+                        Channel::Webhook,
+                        Utc::now(),
+                        7,
+                        &token,
+                        Utc::now() + Duration::seconds(60),
+                    )
+                    .await
+                    .unwrap();
+                if got.is_empty() {
+                    return mine;
+                }
+                for c in got {
+                    assert_eq!(
+                        store.mark_sent(&c, 1, Utc::now()).await.unwrap(),
+                        Settled::Done
+                    );
+                    mine.push(c.id);
+                }
+            }
+        })
+    });
+    let mut seen = HashSet::new();
+    let mut total = 0;
+    for claimer in claimers {
+        for id in claimer.await.unwrap() {
+            total += 1;
+            assert!(seen.insert(id.clone()), "{id} claimed twice");
+        }
+    }
+    assert_eq!(total, 400);
+}
+
+/// `store copy`: SQLite into an empty Postgres schema, every table and count; a second
+/// copy into the now non-empty target is refused; new subscribers get fresh ids.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sqlite_store_copies_into_postgres_and_a_full_target_is_refused() {
+    let Some(schema) = pg::schema().await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let from = Store::open(&dir.path().join("k.sqlite")).await.unwrap();
+    let base = kdigest::demo::serve_feeds().await.unwrap();
+    let config = kdigest::demo::demo_config(&base, None).unwrap();
+    let date = kdigest::demo::demo_date();
+    let digest = kdigest::pipeline::generate(&config, &from, date, &|_| {})
+        .await
+        .unwrap();
+    let a = add(&from, "telegram:7").await;
+    let b = add(&from, "email:r@example.org").await;
+    let plan: Vec<PlannedDelivery> = [(a, Channel::Telegram), (b, Channel::Email)]
+        .into_iter()
+        .map(|(id, channel)| PlannedDelivery {
+            id: format!("{date}-{id}"),
+            subscriber_id: id,
+            channel,
+            destination: format!("dest{id}"),
+        })
+        .collect();
+    from.plan_deliveries(date, &plan, Utc::now()).await.unwrap();
+    from.pause_destination(
+        Channel::Telegram,
+        "dest1",
+        Utc::now() + Duration::hours(1),
+        "flood",
+    )
+    .await
+    .unwrap();
+    let to = Store::open_postgres(&schema.url).await.unwrap();
+    let report = kdigest::store::copy_store(&from, &to, false).await.unwrap();
+    for (table, source, target) in &report.tables {
+        assert_eq!(source, target, "{table}");
+    }
+    assert!(
+        report
+            .tables
+            .iter()
+            .any(|(t, n, _)| *t == "items" && *n > 0)
+    );
+    let copied = to.load_digest(date).await.unwrap().unwrap();
+    assert_eq!(
+        serde_json::to_value(&copied).unwrap(),
+        serde_json::to_value(&digest).unwrap()
+    );
+    assert_eq!(to.delivery_counts(date).await.unwrap().pending, 2);
+    // Postgres keeps microseconds, SQLite's text nanoseconds: equal to the microsecond.
+    let micros = |store_rows: Vec<kdigest::subscriber::Subscriber>| {
+        store_rows
+            .into_iter()
+            .map(|mut s| {
+                s.created_at = s.created_at.trunc_subsecs(6);
+                s.updated_at = s.updated_at.trunc_subsecs(6);
+                s
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        micros(to.subscribers().await.unwrap()),
+        micros(from.subscribers().await.unwrap())
+    );
+    let error = kdigest::store::copy_store(&from, &to, false)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("not empty") && error.contains("--into-non-empty"),
+        "{error}"
+    );
+    let fresh = add(&to, "telegram:8").await;
+    assert!(fresh > b, "the identity continues after the copied ids");
+}
