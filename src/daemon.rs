@@ -1,5 +1,9 @@
-//! `kdigest run`: the scheduler, the delivery workers and the metrics endpoint, under a
-//! single-instance lease, with graceful shutdown on SIGINT/SIGTERM.
+//! `kdigest run`: the scheduler, the delivery workers, the web site and the metrics
+//! endpoint, with graceful shutdown on SIGINT/SIGTERM. On SQLite one process does all of
+//! it under a lease that keeps a second process away. On Postgres any number of instances
+//! run (`--role` splits the work): every instance delivers and serves, one at a time is
+//! elected scheduler by the lease, and another takes over within `daemon.lease_secs` when
+//! it dies.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,7 +18,7 @@ use crate::metrics::Metrics;
 use crate::model::Window;
 use crate::pipeline;
 use crate::schedule::{next_run, previous_run};
-use crate::store::Store;
+use crate::store::{Backend, Store};
 
 pub const LEASE: &str = "scheduler";
 
@@ -58,6 +62,7 @@ pub fn holder_is_dead(holder: &str) -> bool {
         && !std::path::Path::new(&format!("/proc/{pid}")).exists()
 }
 
+/// Takes the scheduler lease, or fails with [`LeaseHeld`] naming the live holder.
 async fn acquire_lease(store: &Store, holder: &str, ttl: i64) -> anyhow::Result<()> {
     if store.try_lease(LEASE, holder, ttl, Utc::now()).await? {
         return Ok(());
@@ -88,35 +93,124 @@ pub enum Mode {
     Once { date: Option<NaiveDate> },
 }
 
-pub async fn run(config: Config, mode: Mode) -> anyhow::Result<()> {
-    let store = Store::connect(&config.storage).await?;
-    let holder = holder_id();
-    let ttl = config.daemon.lease.as_secs() as i64;
-    acquire_lease(&store, &holder, ttl).await?;
-    let (shutdown_tx, shutdown_rx) = watch::channel(false);
-    let shutdown_tx = Arc::new(shutdown_tx);
-    spawn_signal_handler(shutdown_tx.clone());
-    let renewer = spawn_lease_renewal(store.clone(), holder.clone(), ttl, shutdown_tx.clone());
+/// What one `kdigest run` process does (`--role`). On SQLite one process does everything;
+/// on Postgres any number of instances share the work and operators may split it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Role {
+    /// Scheduler (when elected), delivery and the web site.
+    All,
+    /// Stands for election; when elected generates and plans each digest and runs Telegram
+    /// long polling and the Discord gateway.
+    Scheduler,
+    /// Delivery workers only.
+    Deliver,
+    /// The web site, the Telegram webhook and the Discord interactions endpoint.
+    Web,
+}
 
-    let requeued = store.requeue_in_flight().await?;
-    if requeued > 0 {
-        tracing::warn!(
-            message = "Re-queued deliveries left in flight by an earlier process",
-            requeued
+impl Role {
+    fn scheduler(self) -> bool {
+        matches!(self, Role::All | Role::Scheduler)
+    }
+    fn deliver(self) -> bool {
+        matches!(self, Role::All | Role::Deliver)
+    }
+    fn web(self) -> bool {
+        matches!(self, Role::All | Role::Web)
+    }
+    /// As `kdigest status` lists it.
+    fn describe(self) -> &'static str {
+        match self {
+            Role::All => "scheduler,deliver,web",
+            Role::Scheduler => "scheduler",
+            Role::Deliver => "deliver",
+            Role::Web => "web",
+        }
+    }
+}
+
+/// How often an instance records that it is alive; `kdigest status` lists the instances
+/// heard from within three of these.
+pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(5);
+
+pub async fn run(config: Config, mode: Mode, role: Role) -> anyhow::Result<()> {
+    let store = Store::connect(&config.storage).await?;
+    let shared = store.backend() == Backend::Postgres;
+    if !shared && role != Role::All {
+        anyhow::bail!(
+            "--role {} needs a shared Postgres store (storage.url or {}); on SQLite one process does everything (--role all)",
+            role.describe(),
+            crate::config::DATABASE_URL_ENV
         );
     }
+    let holder = holder_id();
+    let ttl = config.daemon.lease.as_secs() as i64;
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let shutdown_tx = Arc::new(shutdown_tx);
+    // SQLite: this process owns the database, or it does not run. Postgres: instances
+    // come and go; the scheduler is elected among them (Scheduler::standby).
+    let renewer = if shared {
+        None
+    } else {
+        acquire_lease(&store, &holder, ttl).await?;
+        let requeued = store.requeue_in_flight().await?;
+        if requeued > 0 {
+            tracing::warn!(
+                message = "Re-queued deliveries left in flight by an earlier process",
+                requeued
+            );
+        }
+        Some(spawn_lease_renewal(
+            store.clone(),
+            holder.clone(),
+            ttl,
+            shutdown_tx.clone(),
+        ))
+    };
+    spawn_signal_handler(shutdown_tx.clone());
+    let heartbeat = spawn_heartbeat(store.clone(), holder.clone(), role);
     let metrics = Arc::new(Metrics::default());
     let engine = Arc::new(Engine::new(store.clone(), &config, metrics.clone())?);
     let result = match mode {
         Mode::Once { date } => {
             run_once(&config, &store, &engine, &metrics, date, shutdown_rx).await
         }
-        Mode::Forever => run_forever(&config, &store, &engine, &metrics, shutdown_rx).await,
+        Mode::Forever => {
+            let instance = Instance {
+                config: &config,
+                store: &store,
+                engine: &engine,
+                metrics: &metrics,
+                holder: &holder,
+                role,
+            };
+            instance.run_forever(shutdown_rx).await
+        }
     };
-    renewer.abort();
+    if let Some(renewer) = renewer {
+        renewer.abort();
+    }
+    heartbeat.abort();
     store.release_lease(LEASE, &holder).await?;
+    store.forget_instance(&holder).await?;
     store.close().await;
     result
+}
+
+/// Heartbeats this instance's row (see `kdigest status`) until aborted.
+fn spawn_heartbeat(store: Store, holder: String, role: Role) -> tokio::task::JoinHandle<()> {
+    let started = Utc::now();
+    tokio::spawn(async move {
+        loop {
+            if let Err(error) = store
+                .heartbeat(&holder, role.describe(), started, Utc::now())
+                .await
+            {
+                tracing::warn!(message = "Cannot record this instance's heartbeat", error = %format!("{error:#}"));
+            }
+            tokio::time::sleep(HEARTBEAT_EVERY).await;
+        }
+    })
 }
 
 async fn run_once(
@@ -135,192 +229,389 @@ async fn run_once(
         }
     };
     prepare(config, store, engine, metrics, date, window).await?;
-    engine
-        .run(
-            Until::Idle {
-                max_wait: ONCE_MAX_WAIT,
-            },
-            shutdown,
-        )
-        .await
+    // Alone on SQLite: deliver what is due and stop. On Postgres other instances deliver
+    // too: help them until this digest's outbox is drained, whoever sends.
+    let until = match store.backend() {
+        Backend::Sqlite => Until::Idle {
+            max_wait: ONCE_MAX_WAIT,
+        },
+        Backend::Postgres => Until::Drained { date },
+    };
+    engine.run(until, shutdown).await
 }
 
-async fn run_forever(
-    config: &Config,
-    store: &Store,
-    engine: &Arc<Engine>,
-    metrics: &Arc<Metrics>,
-    mut shutdown: watch::Receiver<bool>,
-) -> anyhow::Result<()> {
-    let listener = tokio::net::TcpListener::bind(config.daemon.listen)
-        .await
-        .map_err(|e| {
-            anyhow::anyhow!(
-                "Cannot listen on {} (daemon.listen): {e}",
-                config.daemon.listen
-            )
-        })?;
-    // The bound address, not the configured one: with port 0 that is the port to use.
-    let bound = listener
-        .local_addr()
-        .map_or_else(|_| config.daemon.listen.to_string(), |a| a.to_string());
-    tracing::info!(message = "Serving /healthz and /metrics", address = %bound);
-    // Admin /run requests; capacity one, so a request while one is pending is refused.
-    let (run_tx, mut run_rx) = tokio::sync::mpsc::channel::<()>(1);
-    let (bot, webhook_bot) = start_telegram_bot(
-        config,
-        store,
-        run_tx,
-        engine.limits(crate::subscriber::Channel::Telegram),
-        shutdown.clone(),
-    )
-    .await;
-    let mut web_shutdown = shutdown.clone();
-    // Discord commands: the HTTP endpoint when a public key is set, else the gateway.
-    let discord_bot = config.discord.public_key.is_some().then(|| {
-        Arc::new(crate::bot::discord::DiscordBot::new(
+/// The parts of one `kdigest run --forever` process.
+struct Instance<'a> {
+    config: &'a Config,
+    store: &'a Store,
+    engine: &'a Arc<Engine>,
+    metrics: &'a Arc<Metrics>,
+    holder: &'a str,
+    role: Role,
+}
+
+impl Instance<'_> {
+    async fn run_forever(&self, shutdown: watch::Receiver<bool>) -> anyhow::Result<()> {
+        let config = self.config;
+        let listener = tokio::net::TcpListener::bind(config.daemon.listen)
+            .await
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "Cannot listen on {} (daemon.listen): {e}",
+                    config.daemon.listen
+                )
+            })?;
+        // The bound address, not the configured one: with port 0 that is the port to use.
+        let bound = listener
+            .local_addr()
+            .map_or_else(|_| config.daemon.listen.to_string(), |a| a.to_string());
+        tracing::info!(message = "Serving /healthz and /metrics", address = %bound, role = self.role.describe());
+        // Admin /run requests; capacity one, so a request while one is pending is refused.
+        let (run_tx, run_rx) = tokio::sync::mpsc::channel::<()>(1);
+        let site = if self.role.web() {
+            Some(self.site(run_tx.clone()).await?)
+        } else {
+            None
+        };
+        let services = match &site {
+            Some(site) => site.services.clone(),
+            None => crate::web::Services {
+                delivery: self.role.deliver().then(|| self.engine.clone()),
+                ..Default::default()
+            },
+        };
+        let router = crate::web::router(self.metrics.clone(), services);
+        let mut web_shutdown = shutdown.clone();
+        let web = tokio::spawn(crate::web::serve_with(
+            listener,
+            router,
+            config.daemon.web,
+            async move {
+                let _ = web_shutdown.wait_for(|stop| *stop).await;
+            },
+        ));
+        let workers = self.role.deliver().then(|| {
+            let engine = self.engine.clone();
+            let shutdown = shutdown.clone();
+            tokio::spawn(async move { engine.run(Until::Shutdown, shutdown).await })
+        });
+
+        let mut failure = None;
+        if self.role.scheduler() {
+            let scheduler = Scheduler {
+                instance: self,
+                runs: run_tx,
+            };
+            failure = scheduler.standby(run_rx, shutdown.clone()).await.err();
+        } else {
+            let mut stop = shutdown.clone();
+            let _ = stop.wait_for(|stop| *stop).await;
+        }
+        let grace = config.daemon.shutdown_grace;
+        tracing::info!(
+            message = "Shutting down: in-flight deliveries finish, nothing new is claimed",
+            grace_secs = grace.as_secs()
+        );
+        // Every task gets the same grace period, counted from now; what is still running
+        // then is cut off, so a task that cannot finish never keeps the process.
+        let deadline = tokio::time::Instant::now() + grace;
+        if let Some(workers) = workers {
+            failure = failure.or(stop_within("delivery workers", workers, deadline).await);
+        }
+        failure = failure.or(stop_within("web server", web, deadline).await);
+        if let Some(site) = site {
+            site.flusher.abort();
+            if let Err(error) = site.blog.flush_reads().await {
+                tracing::warn!(message = "Page views of the last seconds were not stored", error = %format!("{error:#}"));
+            }
+        }
+        match failure {
+            Some(error) => Err(error),
+            None => Ok(()),
+        }
+    }
+
+    /// The web role: the blog, sign-up and the bots' HTTP endpoints (the Telegram webhook,
+    /// Discord interactions), which work on every instance.
+    async fn site(&self, runs: crate::bot::handlers::RunTrigger) -> anyhow::Result<Site> {
+        let (config, store, engine) = (self.config, self.store, self.engine);
+        let telegram = match &config.telegram.webhook_url {
+            Some(url) => self.telegram_bot(runs).map(|t| (t, url.clone())),
+            None => None,
+        };
+        let webhook_bot = match telegram {
+            Some((mut telegram, url)) => {
+                let ready = async {
+                    telegram.init().await?;
+                    telegram.use_webhook(&url).await
+                };
+                match ready.await {
+                    Ok(()) => {
+                        tracing::info!(message = "Telegram bot receiving commands by webhook", url = %url);
+                        Some(Arc::new(telegram))
+                    }
+                    Err(error) => {
+                        tracing::error!(message = "Cannot set up the Telegram webhook; the bot is off", error = %format!("{error:#}"));
+                        None
+                    }
+                }
+            }
+            None => None,
+        };
+        // Discord commands: the HTTP endpoint when a public key is set, else the gateway
+        // (on the scheduler).
+        let discord_bot = config.discord.public_key.is_some().then(|| {
+            Arc::new(crate::bot::discord::DiscordBot::new(
+                store.clone(),
+                Arc::new(config.clone()),
+            ))
+        });
+        let account = match crate::tokens::secret_from_env()? {
+            Some(secret) => {
+                // The delivery engine's mailer (Engine::new logged why there is none).
+                // Without it sign-up answers 503; unsubscribe links still work.
+                let mailer = engine.mailer();
+                if mailer.is_none() {
+                    tracing::error!(message = "Email sign-up is off: there is no working mailer");
+                }
+                Some(Arc::new(crate::web::account::Account::new(
+                    store.clone(),
+                    config,
+                    secret,
+                    mailer,
+                )?))
+            }
+            None => None,
+        };
+        let blog = Arc::new(crate::web::blog::Blog::new(
             store.clone(),
             Arc::new(config.clone()),
-        ))
-    });
-    let gateway = (discord_bot.is_none() && Secret::from_env(&config.discord.token_env, "").is_ok()).then(|| {
-        tracing::info!(message = "Discord bot connecting to the gateway");
-        let (config, store, mut shutdown) = (Arc::new(config.clone()), store.clone(), shutdown.clone());
-        tokio::spawn(async move {
-            // Reconnect after failures (network, Discord outages) until shutdown.
-            while !*shutdown.borrow() {
-                if let Err(error) = crate::bot::discord::run_gateway(config.clone(), store.clone(), shutdown.clone()).await {
-                    tracing::error!(message = "Discord gateway failed; reconnecting in 60 s", error = %format!("{error:#}"));
+            account.as_ref().is_some_and(|a| a.accepts_signups()),
+        )?);
+        let flusher = {
+            let blog = blog.clone();
+            tokio::spawn(async move {
+                let mut every = tokio::time::interval(crate::web::pages::FLUSH_EVERY);
+                loop {
+                    every.tick().await;
+                    if let Err(error) = blog.flush_reads().await {
+                        tracing::warn!(message = "Cannot store page views; they stay counted in memory", error = %format!("{error:#}"));
+                    }
                 }
-                tokio::select! {
-                    _ = tokio::time::sleep(Duration::from_secs(60)) => {}
-                    _ = shutdown.wait_for(|stop| *stop) => {}
-                }
-            }
-            Ok::<(), anyhow::Error>(())
-        })
-    });
-    if config.discord.register_commands && Secret::from_env(&config.discord.token_env, "").is_ok() {
-        // In the background: a slow Discord must not hold up the daemon's start.
-        let config = config.clone();
-        tokio::spawn(async move {
-            if let Err(error) = crate::bot::discord::register_commands(&config).await {
-                tracing::error!(message = "Cannot register the Discord slash commands", error = %format!("{error:#}"));
-            }
-        });
-    }
-    let account = match crate::tokens::secret_from_env()? {
-        Some(secret) => {
-            // The delivery engine's mailer (Engine::new logged why there is none). Without
-            // it sign-up answers 503; unsubscribe links still work.
-            let mailer = engine.mailer();
-            if mailer.is_none() {
-                tracing::error!(message = "Email sign-up is off: there is no working mailer");
-            }
-            Some(Arc::new(crate::web::account::Account::new(
-                store.clone(),
-                config,
-                secret,
-                mailer,
-            )?))
-        }
-        None => None,
-    };
-    let blog = Arc::new(crate::web::blog::Blog::new(
-        store.clone(),
-        Arc::new(config.clone()),
-        account.as_ref().is_some_and(|a| a.accepts_signups()),
-    )?);
-    let services = crate::web::Services {
-        telegram: webhook_bot,
-        discord: discord_bot,
-        account,
-        blog: Some(blog.clone()),
-        delivery: Some(engine.clone()),
-    };
-    let router = crate::web::router(metrics.clone(), services);
-    let flusher = {
-        let blog = blog.clone();
-        tokio::spawn(async move {
-            let mut every = tokio::time::interval(crate::web::pages::FLUSH_EVERY);
-            loop {
-                every.tick().await;
-                if let Err(error) = blog.flush_reads().await {
-                    tracing::warn!(message = "Cannot store page views; they stay counted in memory", error = %format!("{error:#}"));
-                }
-            }
-        })
-    };
-    let web = tokio::spawn(crate::web::serve_with(
-        listener,
-        router,
-        config.daemon.web,
-        async move {
-            let _ = web_shutdown.wait_for(|stop| *stop).await;
-        },
-    ));
-    let workers = {
-        let engine = engine.clone();
-        let shutdown = shutdown.clone();
-        tokio::spawn(async move { engine.run(Until::Shutdown, shutdown).await })
-    };
-
-    // Catch-up: the most recent tick, once. Generation is skipped when its digest is stored
-    // and planning is idempotent, so this also finishes a run that crashed after generating.
-    if let Some(tick) = previous_run(&config.schedule, Utc::now()) {
-        tracing::info!(message = "Catching up on the latest run", tick = %tick);
-        run_tick_retrying(config, store, engine, metrics, tick, &shutdown).await;
-    }
-    loop {
-        let Some(next) = next_run(&config.schedule, Utc::now()) else {
-            tracing::error!(message = "The schedule has no future run", cron = %config.schedule.expression);
-            break;
+            })
         };
-        tracing::info!(message = "Next run scheduled", at = %next);
-        metrics.next_run(next.timestamp());
-        let wait = (next - Utc::now()).to_std().unwrap_or_default();
-        let retry_shutdown = shutdown.clone();
-        tokio::select! {
-            _ = tokio::time::sleep(wait) => run_tick_retrying(config, store, engine, metrics, next, &retry_shutdown).await,
-            Some(()) = run_rx.recv() => {
-                let tick = previous_run(&config.schedule, Utc::now()).unwrap_or_else(Utc::now);
-                tracing::info!(message = "Run requested by an admin", tick = %tick);
-                log_tick_error(run_tick(config, store, engine, metrics, tick).await);
-            }
-            _ = shutdown.wait_for(|stop| *stop) => break,
+        let services = crate::web::Services {
+            telegram: webhook_bot,
+            discord: discord_bot,
+            account,
+            blog: Some(blog.clone()),
+            delivery: self.role.deliver().then(|| engine.clone()),
+        };
+        Ok(Site {
+            services,
+            blog,
+            flusher,
+        })
+    }
+
+    /// The Telegram command bot, when a token is set and `telegram.bot` is on.
+    fn telegram_bot(
+        &self,
+        runs: crate::bot::handlers::RunTrigger,
+    ) -> Option<crate::bot::telegram::TelegramBot> {
+        if !self.config.telegram.bot {
+            return None;
         }
+        let Ok(bot) = crate::deliver::telegram::bot(&self.config.telegram) else {
+            tracing::info!(message = "No Telegram token; the Telegram bot is off", variable = %self.config.telegram.token_env);
+            return None;
+        };
+        let mut telegram = crate::bot::telegram::TelegramBot::new(
+            bot,
+            self.store.clone(),
+            Arc::new(self.config.clone()),
+            Some(runs),
+        );
+        telegram.share_limits(self.engine.limits(crate::subscriber::Channel::Telegram));
+        Some(telegram)
     }
-    let grace = config.daemon.shutdown_grace;
-    tracing::info!(
-        message = "Shutting down: in-flight deliveries finish, nothing new is claimed",
-        grace_secs = grace.as_secs()
-    );
-    // Every task gets the same grace period, counted from now; what is still running then
-    // is cut off, so a gateway that cannot connect never keeps the process (and its lease).
-    let deadline = tokio::time::Instant::now() + grace;
-    let mut failure = None;
-    failure = failure.or(stop_within("delivery workers", workers, deadline).await);
-    failure = failure.or(stop_within("web server", web, deadline).await);
-    flusher.abort();
-    if let Err(error) = blog.flush_reads().await {
-        tracing::warn!(message = "Page views of the last seconds were not stored", error = %format!("{error:#}"));
-    }
-    if let Some(bot) = bot {
-        failure = failure.or(stop_within("Telegram bot", bot, deadline).await);
-    }
-    if let Some(gateway) = gateway {
-        // A gateway that failed (bad token, network) has been logged; it does not fail the run.
-        if let Some(error) = stop_within("Discord gateway", gateway, deadline).await {
-            tracing::warn!(message = "Discord gateway ended", error = %format!("{error:#}"));
-        }
-    }
-    if let Some(error) = failure {
-        return Err(error);
-    }
-    Ok(())
 }
 
-type BotTask = Option<tokio::task::JoinHandle<anyhow::Result<()>>>;
+/// What the web role runs besides the router.
+struct Site {
+    services: crate::web::Services,
+    blog: Arc<crate::web::blog::Blog>,
+    flusher: tokio::task::JoinHandle<()>,
+}
+
+/// The scheduler's duties, held by one instance at a time: the catch-up and scheduled
+/// ticks, admin run requests, Telegram long polling and the Discord gateway.
+struct Scheduler<'a, 'b> {
+    instance: &'a Instance<'b>,
+    runs: crate::bot::handlers::RunTrigger,
+}
+
+impl Scheduler<'_, '_> {
+    /// Until shutdown: on SQLite the lease is held already; on Postgres waits to be
+    /// elected (the lease is free, lapsed, or its holder on this host is dead), serves
+    /// while the lease is renewed, and stands by again when it is lost.
+    async fn standby(
+        &self,
+        mut runs: tokio::sync::mpsc::Receiver<()>,
+        shutdown: watch::Receiver<bool>,
+    ) -> anyhow::Result<()> {
+        let Instance {
+            config,
+            store,
+            holder,
+            ..
+        } = *self.instance;
+        if store.backend() == Backend::Sqlite {
+            return self.serve(&mut runs, shutdown).await;
+        }
+        let ttl = config.daemon.lease.as_secs() as i64;
+        let period = Duration::from_secs((ttl / 3).max(1) as u64);
+        let mut stop = shutdown.clone();
+        loop {
+            match acquire_lease(store, holder, ttl).await {
+                Ok(()) => {
+                    tracing::info!(message = "Elected scheduler", instance = %holder);
+                    let (lost_tx, lost_rx) = watch::channel(false);
+                    let lost_tx = Arc::new(lost_tx);
+                    let renewer = spawn_lease_renewal(
+                        store.clone(),
+                        holder.to_string(),
+                        ttl,
+                        lost_tx.clone(),
+                    );
+                    // Duties end on shutdown or when the lease is lost, whichever is first.
+                    let (duty_tx, duty_rx) = watch::channel(false);
+                    let forward = {
+                        let (mut stop, mut lost) = (shutdown.clone(), lost_rx.clone());
+                        tokio::spawn(async move {
+                            tokio::select! {
+                                _ = stop.wait_for(|s| *s) => {}
+                                _ = lost.wait_for(|l| *l) => {}
+                            }
+                            let _ = duty_tx.send(true);
+                        })
+                    };
+                    let served = self.serve(&mut runs, duty_rx).await;
+                    forward.abort();
+                    renewer.abort();
+                    served?;
+                    if *shutdown.borrow() {
+                        return Ok(());
+                    }
+                    tracing::warn!(message = "Scheduler lease lost; standing by", instance = %holder);
+                }
+                Err(error) if error.downcast_ref::<LeaseHeld>().is_some() => {}
+                Err(error) => {
+                    tracing::warn!(message = "Cannot reach the store to stand for scheduler", error = %format!("{error:#}"))
+                }
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(period) => {}
+                _ = stop.wait_for(|s| *s) => return Ok(()),
+            }
+        }
+    }
+
+    /// The duties, until `stop`.
+    async fn serve(
+        &self,
+        runs: &mut tokio::sync::mpsc::Receiver<()>,
+        stop: watch::Receiver<bool>,
+    ) -> anyhow::Result<()> {
+        let Instance {
+            config,
+            store,
+            engine,
+            metrics,
+            ..
+        } = *self.instance;
+        let polling = match config.telegram.webhook_url {
+            None => self
+                .instance
+                .telegram_bot(self.runs.clone())
+                .map(|telegram| {
+                    tracing::info!(message = "Telegram bot polling for commands");
+                    tokio::spawn(telegram.poll(stop.clone()))
+                }),
+            Some(_) => None,
+        };
+        let gateway = (config.discord.public_key.is_none() && Secret::from_env(&config.discord.token_env, "").is_ok()).then(|| {
+            tracing::info!(message = "Discord bot connecting to the gateway");
+            let (config, store, mut stop) = (Arc::new(config.clone()), store.clone(), stop.clone());
+            tokio::spawn(async move {
+                // Reconnect after failures (network, Discord outages) until stopped.
+                while !*stop.borrow() {
+                    if let Err(error) = crate::bot::discord::run_gateway(config.clone(), store.clone(), stop.clone()).await {
+                        tracing::error!(message = "Discord gateway failed; reconnecting in 60 s", error = %format!("{error:#}"));
+                    }
+                    tokio::select! {
+                        _ = tokio::time::sleep(Duration::from_secs(60)) => {}
+                        _ = stop.wait_for(|stop| *stop) => {}
+                    }
+                }
+                Ok::<(), anyhow::Error>(())
+            })
+        });
+        if config.discord.register_commands
+            && Secret::from_env(&config.discord.token_env, "").is_ok()
+        {
+            // In the background: a slow Discord must not hold up the scheduler.
+            let config = config.clone();
+            tokio::spawn(async move {
+                if let Err(error) = crate::bot::discord::register_commands(&config).await {
+                    tracing::error!(message = "Cannot register the Discord slash commands", error = %format!("{error:#}"));
+                }
+            });
+        }
+        // Catch-up: the most recent tick, once. Generation is skipped when its digest is
+        // stored and planning is idempotent, so this also finishes a run that crashed (or
+        // whose scheduler died) after generating.
+        let mut stopped = stop.clone();
+        if let Some(tick) = previous_run(&config.schedule, Utc::now()) {
+            tracing::info!(message = "Catching up on the latest run", tick = %tick);
+            run_tick_retrying(config, store, engine, metrics, tick, &stop).await;
+        }
+        while !*stop.borrow() {
+            let Some(next) = next_run(&config.schedule, Utc::now()) else {
+                tracing::error!(message = "The schedule has no future run", cron = %config.schedule.expression);
+                break;
+            };
+            tracing::info!(message = "Next run scheduled", at = %next);
+            metrics.next_run(next.timestamp());
+            let wait = (next - Utc::now()).to_std().unwrap_or_default();
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => run_tick_retrying(config, store, engine, metrics, next, &stop).await,
+                Some(()) = runs.recv() => {
+                    let tick = previous_run(&config.schedule, Utc::now()).unwrap_or_else(Utc::now);
+                    tracing::info!(message = "Run requested by an admin", tick = %tick);
+                    log_tick_error(run_tick(config, store, engine, metrics, tick).await);
+                }
+                _ = stopped.wait_for(|stop| *stop) => break,
+            }
+        }
+        let deadline = tokio::time::Instant::now() + config.daemon.shutdown_grace;
+        let mut failure = None;
+        if let Some(bot) = polling {
+            failure = failure.or(stop_within("Telegram bot", bot, deadline).await);
+        }
+        if let Some(gateway) = gateway {
+            // A gateway that failed (bad token, network) has been logged; it does not fail
+            // the run.
+            if let Some(error) = stop_within("Discord gateway", gateway, deadline).await {
+                tracing::warn!(message = "Discord gateway ended", error = %format!("{error:#}"));
+            }
+        }
+        match failure {
+            Some(error) => Err(error),
+            None => Ok(()),
+        }
+    }
+}
 
 /// Waits for one background task until `deadline`, then cuts it off with a warning. Returns
 /// the task's error, if it ended with one.
@@ -342,56 +633,6 @@ async fn stop_within<T, E: Into<anyhow::Error>>(
                 task = name
             );
             None
-        }
-    }
-}
-
-/// The Telegram command bot, when a token is set and `telegram.bot` is on: a polling task,
-/// or (with `telegram.webhook_url`) the bot for the web server's webhook route.
-async fn start_telegram_bot(
-    config: &Config,
-    store: &Store,
-    runs: crate::bot::handlers::RunTrigger,
-    limits: Arc<crate::deliver::limits::Limits>,
-    shutdown: watch::Receiver<bool>,
-) -> (BotTask, Option<Arc<crate::bot::telegram::TelegramBot>>) {
-    if !config.telegram.bot {
-        return (None, None);
-    }
-    let bot = match crate::deliver::telegram::bot(&config.telegram) {
-        Ok(bot) => bot,
-        Err(_) => {
-            tracing::info!(message = "No Telegram token; the Telegram bot is off", variable = %config.telegram.token_env);
-            return (None, None);
-        }
-    };
-    let mut telegram = crate::bot::telegram::TelegramBot::new(
-        bot,
-        store.clone(),
-        Arc::new(config.clone()),
-        Some(runs),
-    );
-    telegram.share_limits(limits);
-    match &config.telegram.webhook_url {
-        None => {
-            tracing::info!(message = "Telegram bot polling for commands");
-            (Some(tokio::spawn(telegram.poll(shutdown))), None)
-        }
-        Some(url) => {
-            let ready = async {
-                telegram.init().await?;
-                telegram.use_webhook(url).await
-            };
-            match ready.await {
-                Ok(()) => {
-                    tracing::info!(message = "Telegram bot receiving commands by webhook", url = %url);
-                    (None, Some(Arc::new(telegram)))
-                }
-                Err(error) => {
-                    tracing::error!(message = "Cannot set up the Telegram webhook; the bot is off", error = %format!("{error:#}"));
-                    (None, None)
-                }
-            }
         }
     }
 }
@@ -511,12 +752,13 @@ fn spawn_signal_handler(shutdown: Arc<watch::Sender<bool>>) {
     });
 }
 
-/// Renews the lease at a third of its lifetime; losing it stops this process.
+/// Renews the lease at a third of its lifetime; losing it sends `lost` (on SQLite that is
+/// the shutdown signal: a process that lost the database's lease stops).
 fn spawn_lease_renewal(
     store: Store,
     holder: String,
     ttl: i64,
-    shutdown: Arc<watch::Sender<bool>>,
+    lost: Arc<watch::Sender<bool>>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let period = Duration::from_secs((ttl / 3).max(1) as u64);
@@ -525,10 +767,8 @@ fn spawn_lease_renewal(
             match store.try_lease(LEASE, &holder, ttl, Utc::now()).await {
                 Ok(true) => {}
                 Ok(false) => {
-                    tracing::error!(
-                        message = "Lost the scheduler lease to another process; stopping"
-                    );
-                    let _ = shutdown.send(true);
+                    tracing::error!(message = "Lost the scheduler lease to another process");
+                    let _ = lost.send(true);
                     return;
                 }
                 Err(error) => tracing::warn!(message = "Cannot renew the scheduler lease", %error),

@@ -197,6 +197,11 @@ impl DiscordBot {
                 .is_some_and(|v| v.verify(signature, timestamp, body).is_ok())
     }
 
+    /// True the first time this discord update reaches any instance.
+    pub async fn first_handling(&self, id: &str) -> bool {
+        super::first_handling(&self.store, "discord", id).await
+    }
+
     /// The interaction response for one verified interaction.
     pub async fn respond(&self, interaction: &Value) -> anyhow::Result<Value> {
         if interaction["type"] == 1 {

@@ -261,6 +261,28 @@ fn date_arg(arg: Option<&str>, usage: &'static str) -> Result<Option<DateArg>, B
     }))
 }
 
+/// True the first time an update reaches any instance (the store remembers handled ids
+/// for a day). A store that cannot answer lets the update through: better answered twice
+/// than never.
+pub(crate) async fn first_handling(store: &crate::store::Store, source: &str, id: &str) -> bool {
+    match store.first_handling(source, id, chrono::Utc::now()).await {
+        Ok(first) => {
+            if !first {
+                tracing::info!(
+                    message = "Update handled already (a retry); skipped",
+                    source,
+                    id
+                );
+            }
+            first
+        }
+        Err(error) => {
+            tracing::warn!(message = "Cannot check whether an update was handled; handling it", error = %format!("{error:#}"));
+            true
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

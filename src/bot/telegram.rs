@@ -188,6 +188,11 @@ impl TelegramBot {
         }
     }
 
+    /// True the first time this telegram update reaches any instance.
+    pub async fn first_handling(&self, id: &str) -> bool {
+        super::first_handling(&self.store, "telegram", id).await
+    }
+
     pub async fn handle_update(&self, kind: UpdateKind) -> anyhow::Result<()> {
         match kind {
             UpdateKind::Message(message) => self.handle_message(&message).await,

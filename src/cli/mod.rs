@@ -68,6 +68,9 @@ pub enum Command {
         /// With --once: the digest of this day (YYYY-MM-DD) instead of the latest run
         #[arg(long, requires = "once")]
         date: Option<String>,
+        /// What this process does; on Postgres instances may split the work
+        #[arg(long, value_enum, default_value = "all")]
+        role: crate::daemon::Role,
     },
     /// Show the last and next run, deliveries of the latest digest and disabled subscribers
     Status,
@@ -152,7 +155,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     let daemon = matches!(cli.command, Command::Run { once: false, .. });
     init_logging(format, if daemon { "info" } else { "warn" });
     match cli.command {
-        Command::Run { once, date } => {
+        Command::Run { once, date, role } => {
             let date = match date {
                 Some(d) => Some(
                     NaiveDate::parse_from_str(&d, "%Y-%m-%d")
@@ -165,7 +168,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             } else {
                 crate::daemon::Mode::Forever
             };
-            crate::daemon::run(config.expect("loaded above"), mode).await
+            crate::daemon::run(config.expect("loaded above"), mode, role).await
         }
         Command::Status => {
             let config = config.expect("loaded above");

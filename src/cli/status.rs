@@ -52,6 +52,31 @@ pub async fn run(config: &Config, store: Option<&Store>) -> anyhow::Result<()> {
         }
         _ => println!("Daemon: not running"),
     }
+    // Every instance heartbeats; the ones heard from lately are alive.
+    let recent =
+        now - chrono::Duration::from_std(crate::daemon::HEARTBEAT_EVERY * 3).unwrap_or_default();
+    let instances = store.live_instances(recent).await?;
+    let scheduler = store
+        .lease_holder(crate::daemon::LEASE)
+        .await?
+        .filter(|(_, until)| *until >= now.timestamp())
+        .map(|(holder, _)| holder);
+    println!("Instances: {} live", instances.len());
+    for i in &instances {
+        let elected = if scheduler.as_deref() == Some(i.id.as_str()) {
+            ", holds the scheduler"
+        } else {
+            ""
+        };
+        let started =
+            DateTime::from_timestamp(i.started_at, 0).map_or_else(String::new, |t| t.to_rfc3339());
+        println!(
+            "  {} roles {} since {started}, last heard {} s ago{elected}",
+            i.id,
+            i.roles,
+            (now.timestamp() - i.heartbeat_at).max(0)
+        );
+    }
     let disabled: Vec<_> = store
         .subscribers()
         .await?

@@ -42,6 +42,8 @@ const ONCE_MAX_RESTARTS: u32 = 5;
 const BUSY_WAIT: Duration = Duration::from_millis(250);
 /// Digests kept in memory (the newest dates); older ones are loaded again when needed.
 const CACHED_DIGESTS: usize = 7;
+/// How often `run --once` beside other instances looks whether its digest is drained.
+const DRAINED_POLL: Duration = Duration::from_millis(500);
 /// `/healthz` calls the outbox stuck when ready rows are this overdue and nothing was
 /// settled for as long.
 const STUCK_AFTER: Duration = Duration::from_secs(120);
@@ -53,6 +55,9 @@ pub enum Until {
     Idle { max_wait: Duration },
     /// The daemon: when shutdown is signalled.
     Shutdown,
+    /// `run --once` beside other instances (Postgres): when this digest's outbox has
+    /// nothing pending or in flight, whoever delivered it.
+    Drained { date: NaiveDate },
 }
 
 pub struct Engine {
@@ -68,6 +73,8 @@ pub struct Engine {
     /// Claim tokens are this prefix (process and start time) and a counter.
     token_prefix: String,
     claims: AtomicU64,
+    /// Instances share the database (Postgres): platform-wide budgets are taken from it.
+    shared_budgets: bool,
     /// Fault injection for tests: the next delivery to these subscribers panics.
     panic_for: Mutex<std::collections::HashSet<i64>>,
 }
@@ -138,6 +145,7 @@ impl Engine {
                 )
             })
             .collect();
+        let shared_budgets = store.backend() == crate::store::Backend::Postgres;
         Ok(Engine {
             store,
             delivery: config.delivery.clone(),
@@ -148,7 +156,14 @@ impl Engine {
             metrics,
             health: Health::default(),
             refusals: Mutex::new(HashMap::new()),
-            token_prefix: format!("{}-{}", std::process::id(), Utc::now().timestamp_micros()),
+            // Unique among instances: host, process and start time.
+            token_prefix: format!(
+                "{}-{}-{}",
+                crate::daemon::host_name(),
+                std::process::id(),
+                Utc::now().timestamp_micros()
+            ),
+            shared_budgets,
             claims: AtomicU64::new(0),
             panic_for: Mutex::new(Default::default()),
         })
@@ -217,7 +232,17 @@ impl Engine {
 
     /// Returns expired claims to the queue every [`REAP_EVERY`].
     async fn reap(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
-        loop {
+        for round in 0u64.. {
+            // Hourly: bot updates handled over a day ago are forgotten (platforms retry
+            // for minutes).
+            if round % 240 == 0
+                && let Err(error) = self
+                    .store
+                    .prune_handled_updates(Utc::now() - chrono::Duration::days(1))
+                    .await
+            {
+                tracing::warn!(message = "Cannot prune handled bot updates", error = %format!("{error:#}"));
+            }
             match self.store.requeue_expired(Utc::now()).await {
                 Ok(0) => {}
                 Ok(requeued) => tracing::warn!(
@@ -257,7 +282,7 @@ impl Engine {
             restarts += 1;
             self.health.down(channel, &error, Utc::now());
             self.metrics.worker_restart(channel.as_str());
-            if matches!(until, Until::Idle { .. }) && restarts > ONCE_MAX_RESTARTS {
+            if !matches!(until, Until::Shutdown) && restarts > ONCE_MAX_RESTARTS {
                 anyhow::bail!(
                     "The {} delivery worker failed {restarts} times; its deliveries stay queued: {error}",
                     channel.as_str()
@@ -270,6 +295,19 @@ impl Engine {
                 _ = shutdown.wait_for(|stop| *stop) => return Ok(()),
             }
         }
+    }
+
+    /// The spacing of a channel's platform-wide budget in milliseconds, when instances
+    /// share one (Telegram's 30/s per bot, Discord's global limit, the mail relay's rate).
+    /// Webhooks have no platform: each host is its own destination. Stretched like a
+    /// destination's spacing, because the platform counts arrivals.
+    fn shared_gap(&self, channel: Channel) -> Option<i64> {
+        if !self.shared_budgets || channel == Channel::Webhook {
+            return None;
+        }
+        let per_sec = self.delivery.limits(channel).per_sec.max(0.001);
+        let gap = 1000.0 / per_sec;
+        Some((gap + gap / 40.0).ceil() as i64)
     }
 
     /// A claim token no other claim has: this process, this claim.
@@ -347,6 +385,13 @@ impl Engine {
                 let wait = match (until, wait) {
                     (Until::Idle { max_wait }, Some(w)) if w <= max_wait => w,
                     (Until::Idle { .. }, _) => break,
+                    (Until::Drained { date }, w) => {
+                        let left = self.store.delivery_counts(date).await?;
+                        if left.pending + left.sending == 0 {
+                            break;
+                        }
+                        w.unwrap_or(DRAINED_POLL).min(DRAINED_POLL)
+                    }
                     (Until::Shutdown, Some(w)) => w.min(Duration::from_secs(2)),
                     (Until::Shutdown, None) => Duration::from_secs(2),
                 };
@@ -537,6 +582,13 @@ impl Engine {
                 let next = utc_at(until);
                 let reason = "Waiting for the destination (paused or busy)";
                 return self.settled(c, self.store.mark_retry(c, c.attempts, next, reason).await);
+            }
+            if let Some(gap) = self.shared_gap(channel) {
+                // The platform's budget is shared with the other instances: wait for this
+                // message's slot in it, and count the destination's spacing from the send.
+                let wait = self.store.take_budget_slot(channel.as_str(), gap).await?;
+                tokio::time::sleep(Duration::from_millis(wait as u64)).await;
+                limits.sent(&destination, subscriber.address.is_group());
             }
             match sender
                 .send(&subscriber.address, &messages[part], &c.id, subscriber.id)

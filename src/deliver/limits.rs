@@ -158,6 +158,22 @@ impl Limits {
         }
     }
 
+    /// A message to `destination` goes out now (after waiting for a shared budget slot):
+    /// its next one waits the destination's spacing from now, not from when the slot
+    /// was taken.
+    pub fn sent(&self, destination: &str, is_group: bool) {
+        let gap = if is_group {
+            self.group_gap
+        } else {
+            self.destination_gap
+        };
+        let now = Instant::now();
+        let mut state = self.state();
+        if let Some(d) = state.destinations.get_mut(destination) {
+            d.next = d.next.max(now + gap);
+        }
+    }
+
     /// Holds back one destination (a 429 with Retry-After, a flood-wait) without touching
     /// the others, including the rows already waiting for it.
     pub fn pause(&self, destination: &str, until: Instant) {

@@ -123,27 +123,34 @@ impl Store {
         }))
     }
 
-    /// Counts one hit on `key` in the fixed window of `window_secs` that holds `now`, and
-    /// returns the hits in that window so far (this one included).
+    /// Counts one hit on `key` in its window of `window_secs` (a window starts at the
+    /// key's first hit after the previous one ended) and returns the hits in that window
+    /// so far, this one included.
     pub async fn count_hit(
         &self,
         key: &str,
         window_secs: i64,
         now: DateTime<Utc>,
     ) -> anyhow::Result<i64> {
-        let window = now.timestamp() - now.timestamp().rem_euclid(window_secs.max(1));
+        let now = now.timestamp();
+        // In SET, rate_counts.* is the row before the update (on both engines).
         let sql = "INSERT INTO rate_counts (key, window_start, hits) VALUES ($1, $2, 1)
              ON CONFLICT (key) DO UPDATE SET
-               hits = CASE WHEN rate_counts.window_start = excluded.window_start THEN rate_counts.hits + 1 ELSE 1 END,
-               window_start = excluded.window_start
+               hits = CASE WHEN rate_counts.window_start > $2 - $3 THEN rate_counts.hits + 1 ELSE 1 END,
+               window_start = CASE WHEN rate_counts.window_start > $2 - $3 THEN rate_counts.window_start ELSE $2 END
              RETURNING hits";
         // Sign-up windows are at most a day long: older rows count for nothing.
         let prune = "DELETE FROM rate_counts WHERE window_start < $1";
         on_db!(&self.db, pool => {
-            let hits: i64 = sqlx::query_scalar(sql).bind(key).bind(window).fetch_one(pool).await?;
+            let hits: i64 = sqlx::query_scalar(sql)
+                .bind(key)
+                .bind(now)
+                .bind(window_secs)
+                .fetch_one(pool)
+                .await?;
             if hits == 1 {
                 // A new window for this key: a good moment to drop windows long over.
-                sqlx::query(prune).bind(now.timestamp() - 2 * 86_400).execute(pool).await?;
+                sqlx::query(prune).bind(now - 2 * 86_400).execute(pool).await?;
             }
             Ok(hits)
         })

@@ -16,16 +16,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
-use std::num::NonZeroU32;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::{ConnectInfo, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
-use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use serde::Deserialize;
 
 use crate::config::{Config, LANGUAGES, Secret};
@@ -47,8 +44,10 @@ pub struct Account {
     layers: Vec<String>,
     default_filter: Filter,
     public_url: url::Url,
-    per_ip: DefaultKeyedRateLimiter<IpAddr>,
-    per_address: DefaultKeyedRateLimiter<String>,
+    /// Sign-ups per client address and hour, per mailbox and day. Counted in the store, so
+    /// every instance behind a load balancer holds the same limits.
+    per_ip_per_hour: i64,
+    per_address_per_day: i64,
     trust_forwarded_for: bool,
 }
 
@@ -65,8 +64,6 @@ impl Account {
             renderers.insert(*language, renderer);
         }
         let signup = &config.signup;
-        let per_hour = NonZeroU32::new(signup.per_ip_per_hour).unwrap_or(NonZeroU32::MIN);
-        let per_day = NonZeroU32::new(signup.per_address_per_day).unwrap_or(NonZeroU32::MIN);
         Ok(Account {
             store,
             secret,
@@ -79,14 +76,22 @@ impl Account {
                 min_score: config.digest.min_score,
             },
             public_url: config.email.public_url.clone(),
-            per_ip: RateLimiter::keyed(Quota::per_hour(per_hour)),
-            per_address: RateLimiter::keyed(
-                Quota::with_period(Duration::from_secs(86_400) / per_day.get())
-                    .expect("a positive period")
-                    .allow_burst(per_day),
-            ),
+            per_ip_per_hour: i64::from(signup.per_ip_per_hour.max(1)),
+            per_address_per_day: i64::from(signup.per_address_per_day.max(1)),
             trust_forwarded_for: signup.trust_forwarded_for,
         })
+    }
+
+    /// Counts one sign-up attempt on `key` in its window; false when over `limit`. A store
+    /// that cannot count refuses (the sign-up could not be stored either).
+    async fn within_limit(&self, key: &str, window_secs: i64, limit: i64) -> bool {
+        match self.store.count_hit(key, window_secs, Utc::now()).await {
+            Ok(hits) => hits <= limit,
+            Err(error) => {
+                tracing::warn!(message = "Cannot count a sign-up attempt; refusing it", error = %format!("{error:#}"));
+                false
+            }
+        }
     }
 
     /// Sign-up can send its emails (the home page links to the form only then).
@@ -472,13 +477,8 @@ pub async fn signup(
         .clone()
         .filter(|l| LANGUAGES.contains(&l.as_str()))
         .unwrap_or_else(|| page_language(None, &headers, &a.default_language));
-    // Forget clients whose limits have refilled, so rotating addresses cannot grow memory.
-    a.per_ip.retain_recent();
-    a.per_address.retain_recent();
-    if a.per_ip
-        .check_key(&client_key(a.client_ip(peer, &headers)))
-        .is_err()
-    {
+    let client = format!("signup-ip:{}", client_key(a.client_ip(peer, &headers)));
+    if !a.within_limit(&client, 3_600, a.per_ip_per_hour).await {
         return a.message(
             StatusCode::TOO_MANY_REQUESTS,
             &language,
@@ -511,7 +511,11 @@ pub async fn signup(
             return invalid(error, &filter);
         }
     };
-    if a.per_address.check_key(&mailbox.to_lowercase()).is_err() {
+    let mailbox_key = format!("signup-mailbox:{}", mailbox.to_lowercase());
+    if !a
+        .within_limit(&mailbox_key, 86_400, a.per_address_per_day)
+        .await
+    {
         return a.message(
             StatusCode::TOO_MANY_REQUESTS,
             &language,

@@ -24,7 +24,7 @@ pub mod blog;
 pub mod pages;
 
 /// What the web server serves besides health and metrics; each part is optional.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub struct Services {
     pub telegram: Option<Arc<TelegramBot>>,
     pub discord: Option<Arc<DiscordBot>>,
@@ -137,6 +137,11 @@ async fn telegram_webhook(
     match serde_json::from_slice::<teloxide::types::Update>(&body) {
         Ok(update) => {
             tokio::spawn(async move {
+                // Telegram retries an update that was answered late; behind a load
+                // balancer the retry may reach another instance. One of them handles it.
+                if !bot.first_handling(&update.id.0.to_string()).await {
+                    return;
+                }
                 if let Err(error) = bot.handle_update(update.kind).await {
                     tracing::warn!(message = "Telegram update failed", error = %redact_token(&format!("{error:#}")));
                 }
@@ -173,6 +178,13 @@ async fn discord_interaction(
     let Ok(interaction) = serde_json::from_slice::<serde_json::Value>(&body) else {
         return StatusCode::BAD_REQUEST.into_response();
     };
+    // One answer per interaction, whichever instance it reached first.
+    if interaction["type"] != 1
+        && let Some(id) = interaction["id"].as_str()
+        && !bot.first_handling(id).await
+    {
+        return StatusCode::CONFLICT.into_response();
+    }
     match bot.respond(&interaction).await {
         Ok(response) => axum::Json(response).into_response(),
         Err(error) => {

@@ -281,6 +281,10 @@ fn interaction(name: &str, options: Value, permissions: &str) -> Value {
     // The bot may view, send and embed here (the documented example's bits lack them).
     v["app_permissions"] = json!(((1u64 << 10) | (1 << 11) | (1 << 14) | 442_368).to_string());
     v["application_id"] = json!("0");
+    // Every interaction has its own id (a snowflake); one id is answered once.
+    static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    v["id"] = json!(format!("{}", 786_008_729_715_212_338u64 + id));
     // The documented example is an en-US client; these members use Discord in Chinese.
     v["locale"] = json!("zh-CN");
     v["guild_locale"] = json!("zh-CN");
@@ -356,6 +360,12 @@ async fn the_interactions_endpoint_verifies_signatures_and_runs_the_shared_comma
         denied["data"]["content"],
         "只有本群管理员可以修改本群的订阅。"
     );
+    // An interaction that reaches an instance twice (or two instances) is answered once.
+    let repeated = interaction("subscribe", json!([]), "0");
+    let first = send(repeated.clone(), key.clone()).await.unwrap();
+    assert_eq!(first.status(), 200);
+    let again = send(repeated, key.clone()).await.unwrap();
+    assert_eq!(again.status(), 409, "one answer per interaction id");
     // The same refusal to a member whose Discord is in English (the documented payload).
     let mut english = interaction("subscribe", json!([]), "0");
     english["locale"] = json!("en-US");

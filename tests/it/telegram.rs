@@ -432,6 +432,30 @@ async fn webhook_mode_accepts_signed_updates_only() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(mock.sent_to(1001).is_empty(), "a forged update is ignored");
+    // Telegram retries an update it thinks was lost (behind a load balancer the retry may
+    // reach another instance): the retry is accepted and not answered a second time.
+    let replies = mock.sent_to(1002).len();
+    let retry = post(&secret, text_update(2, 1002, 1, "/start"))
+        .await
+        .unwrap();
+    assert_eq!(retry.status(), 200);
+    let later = post(&secret, text_update(3, 1003, 1, "/start"))
+        .await
+        .unwrap();
+    assert_eq!(later.status(), 200);
+    let started = Instant::now();
+    while mock.sent_to(1003).is_empty() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "no reply to update 3"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        mock.sent_to(1002).len(),
+        replies,
+        "update 2 is answered once"
+    );
     assert_eq!(mock.problems.lock().unwrap().clone(), Vec::<String>::new());
 }
 
