@@ -80,6 +80,9 @@ pub enum Command {
     /// What is stored
     #[command(subcommand)]
     Digests(DigestsCommand),
+    /// Move the store to another engine
+    #[command(subcommand)]
+    Store(StoreCommand),
     /// Run the full pipeline on bundled sample feeds served from 127.0.0.1 (no network)
     Demo {
         #[arg(long, value_enum, default_value = "md")]
@@ -101,6 +104,53 @@ pub enum Command {
 pub enum DigestsCommand {
     /// Every stored digest, newest first: date, events, mode, when it was made, title
     List,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum StoreCommand {
+    /// Copy items, digests, subscribers, deliveries and source state from one store to
+    /// another (sqlite:PATH or postgres://...; a password belongs in the environment: use
+    /// env:VAR to read a URL from VAR), then compare the row counts
+    Copy {
+        /// sqlite:PATH, postgres://... or env:VAR
+        #[arg(long)]
+        from: String,
+        /// sqlite:PATH, postgres://... or env:VAR
+        #[arg(long)]
+        to: String,
+        /// Copy into a target that holds rows already (they are kept)
+        #[arg(long)]
+        into_non_empty: bool,
+    },
+}
+
+/// Opens a store named on the command line: `sqlite:PATH`, a postgres:// URL, or `env:VAR`
+/// for a URL kept in an environment variable.
+async fn open_named_store(name: &str, flag: &str) -> anyhow::Result<Store> {
+    if let Some(path) = name.strip_prefix("sqlite:") {
+        let path = std::path::Path::new(path);
+        if flag == "--from" && !path.exists() {
+            return Err(
+                UsageError(format!("{flag} sqlite:{}: no such file", path.display())).into(),
+            );
+        }
+        return Store::open(path).await;
+    }
+    let url = match name.strip_prefix("env:") {
+        Some(var) => std::env::var(var).map_err(|_| {
+            UsageError(format!(
+                "{flag} env:{var}: the environment variable {var} is not set"
+            ))
+        })?,
+        None => name.to_string(),
+    };
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        return Store::open_postgres(&url).await;
+    }
+    Err(UsageError(format!(
+        "{flag}: expected sqlite:PATH, postgres://USER@HOST/DATABASE or env:VAR"
+    ))
+    .into())
 }
 
 /// A bad command-line argument; exit code 2.
@@ -147,6 +197,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         (Command::Demo { .. }, None) => None,
         // Every labelled day brings its own configuration.
         (Command::Eval { .. }, _) => None,
+        // Both stores are named on the command line.
+        (Command::Store(_), _) => None,
         (_, path) => Some(load_config(path)?),
     };
     let format = config
@@ -179,6 +231,22 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 None
             };
             status::run(&config, store.as_ref()).await
+        }
+        Command::Store(StoreCommand::Copy {
+            from,
+            to,
+            into_non_empty,
+        }) => {
+            let source = open_named_store(&from, "--from").await?;
+            let target = open_named_store(&to, "--to").await?;
+            let report = crate::store::copy_store(&source, &target, into_non_empty).await?;
+            for (table, source_rows, target_rows) in &report.tables {
+                println!("{table:<14} {source_rows:>9} copied, {target_rows:>9} in the target");
+            }
+            println!("Counts verified: every row of the source is in the target");
+            source.close().await;
+            target.close().await;
+            Ok(())
         }
         Command::Digests(DigestsCommand::List) => {
             let config = config.expect("loaded above");

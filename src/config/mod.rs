@@ -232,6 +232,8 @@ pub struct DeliveryConfig {
     pub backoff_base: Duration,
     pub backoff_max: Duration,
     pub timeout: Duration,
+    /// How long a claim holds its row before the reaper returns it to the queue.
+    pub claim: Duration,
     pub webhook_secret_env: String,
     pub telegram: ChannelLimits,
     pub discord: ChannelLimits,

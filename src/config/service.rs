@@ -53,6 +53,14 @@ pub(super) fn validate_delivery(raw: RawDelivery, problems: &mut Vec<String>) ->
             raw.backoff_base_secs, raw.backoff_max_secs
         ));
     }
+    // A claim must outlive a send and its retries inside one attempt.
+    let claim_min = (3.0 * raw.timeout_secs).ceil().clamp(0.0, 86_400.0) as u64 + 2;
+    if !(claim_min..=86_400).contains(&raw.claim_secs) {
+        problems.push(format!(
+            "delivery.claim_secs: {} is out of range; use {claim_min} (3 × delivery.timeout_secs + 2) to 86400",
+            raw.claim_secs
+        ));
+    }
     env_var_name(
         "delivery.webhook_secret_env",
         &raw.webhook_secret_env,
@@ -101,6 +109,7 @@ pub(super) fn validate_delivery(raw: RawDelivery, problems: &mut Vec<String>) ->
         backoff_base: secs(raw.backoff_base_secs),
         backoff_max: secs(raw.backoff_max_secs),
         timeout: secs(raw.timeout_secs),
+        claim: Duration::from_secs(raw.claim_secs.clamp(3, 86_400)),
         webhook_secret_env: raw.webhook_secret_env,
         telegram,
         discord,

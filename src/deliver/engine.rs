@@ -32,7 +32,8 @@ use crate::subscriber::{Channel, Status};
 
 /// How long a channel pauses after an outage (at most `delivery.backoff_max`).
 const OUTAGE_PAUSE: Duration = Duration::from_secs(60);
-/// How often expired claims are returned to the queue.
+/// How often expired claims are returned to the queue, at most (a sixth of a claim's life
+/// when that is shorter).
 const REAP_EVERY: Duration = Duration::from_secs(15);
 /// A worker that stopped is restarted after 1, 2, 4 ... at most this many seconds.
 const RESTART_MAX: Duration = Duration::from_secs(30);
@@ -253,8 +254,10 @@ impl Engine {
                     tracing::warn!(message = "Cannot re-queue expired claims", error = %format!("{error:#}"))
                 }
             }
+            // Often enough that a lapsed claim waits little beyond its expiry.
+            let every = (self.delivery.claim / 6).clamp(Duration::from_secs(1), REAP_EVERY);
             tokio::select! {
-                _ = tokio::time::sleep(REAP_EVERY) => {}
+                _ = tokio::time::sleep(every) => {}
                 _ = shutdown.wait_for(|stop| *stop) => return,
             }
         }
@@ -319,10 +322,11 @@ impl Engine {
         )
     }
 
-    /// How long a claim stays ours: a whole send with its retries inside one attempt, plus
-    /// the longest wait a worker holds a row for. Extended after every message of a unit.
+    /// How long a claim stays ours (`delivery.claim_secs`): a whole send with its retries
+    /// inside one attempt, plus the waits a worker holds a row for. Extended after every
+    /// message of a unit.
     fn claim_expiry(&self) -> DateTime<Utc> {
-        after(self.delivery.timeout.saturating_mul(3) + Duration::from_secs(60))
+        after(self.delivery.claim)
     }
 
     async fn run_channel(

@@ -24,23 +24,24 @@ use kdigest::subscriber::{Address, Status};
 use crate::helpers::{fixture_config, kdigest, open_store, spawn_feed_server, write_file_config};
 
 #[derive(Clone, Debug)]
-struct Received {
-    path: String,
-    delivery: String,
+pub(crate) struct Received {
+    pub path: String,
+    pub delivery: String,
     signature: Option<String>,
     timestamp: String,
     body: String,
 }
 
+/// A webhook receiver on loopback (also used by the cluster tests).
 #[derive(Default)]
-struct Receiver {
-    log: Mutex<Vec<Received>>,
-    hits: Mutex<BTreeMap<String, usize>>,
+pub(crate) struct Receiver {
+    pub log: Mutex<Vec<Received>>,
+    pub hits: Mutex<BTreeMap<String, usize>>,
     /// Delay (ms) before answering, for every request.
-    delay_ms: Mutex<u64>,
+    pub delay_ms: Mutex<u64>,
     /// After this many requests, report on `tripped` and hold the answer for 5 s.
-    trip_after: Mutex<Option<usize>>,
-    tripped: Mutex<Option<tokio::sync::oneshot::Sender<()>>>,
+    pub trip_after: Mutex<Option<usize>>,
+    pub tripped: Mutex<Option<tokio::sync::oneshot::Sender<()>>>,
 }
 
 async fn hook(
@@ -96,7 +97,7 @@ async fn hook(
     }
 }
 
-async fn spawn_receiver() -> (String, Arc<Receiver>) {
+pub(crate) async fn spawn_receiver() -> (String, Arc<Receiver>) {
     let receiver = Arc::new(Receiver::default());
     let app = Router::new()
         .route("/hook/{path}", post(hook))

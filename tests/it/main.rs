@@ -3,6 +3,7 @@
 mod blog;
 mod browser;
 mod cli;
+mod cluster;
 mod delivery;
 mod discord;
 mod email;
