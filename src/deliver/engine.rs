@@ -43,6 +43,8 @@ const ONCE_MAX_RESTARTS: u32 = 5;
 const BUSY_WAIT: Duration = Duration::from_millis(250);
 /// Digests kept in memory (the newest dates); older ones are loaded again when needed.
 const CACHED_DIGESTS: usize = 7;
+/// Subscribers planned per page (memory stays at one page whatever the audience).
+const PLAN_PAGE: i64 = 20_000;
 /// How often `run --once` beside other instances looks whether its digest is drained.
 const DRAINED_POLL: Duration = Duration::from_millis(500);
 /// `/healthz` calls the outbox stuck when ready rows are this overdue and nothing was
@@ -183,28 +185,40 @@ impl Engine {
             .collect()
     }
 
-    /// Plans the digest for every active subscriber, in one transaction. Idempotent.
+    /// Plans the digest for every active subscriber, a page of subscribers at a time (one
+    /// transaction each). Idempotent: planning again, or after a crash between pages, adds
+    /// only the rows that are missing.
     pub async fn plan(&self, digest: &Digest) -> anyhow::Result<u64> {
         // This digest is the current version of its date (it may have been regenerated).
         self.remember_digest(Arc::new(digest.clone()));
         self.cache.forget(digest.date);
-        let subscribers = self.store.active_subscribers().await?;
-        let skipped = subscribers
-            .iter()
-            .filter(|s| !self.senders.contains_key(&s.address.channel()))
-            .count();
+        let channels = self.channels();
+        let (mut after, mut planned, mut inserted, mut skipped) = (0, 0, 0, 0);
+        loop {
+            let page = self
+                .store
+                .active_subscribers_page(after, PLAN_PAGE)
+                .await?;
+            let Some(last) = page.last() else { break };
+            after = last.id;
+            skipped += page
+                .iter()
+                .filter(|s| !self.senders.contains_key(&s.address.channel()))
+                .count();
+            let rows = plan(digest, &page, &channels);
+            planned += rows.len();
+            inserted += self
+                .store
+                .plan_deliveries(digest.date, &rows, Utc::now())
+                .await?;
+        }
         if skipped > 0 {
             tracing::warn!(
                 message = "Subscribers on channels without a sender are skipped",
                 skipped
             );
         }
-        let rows = plan(digest, &subscribers, &self.channels());
-        let inserted = self
-            .store
-            .plan_deliveries(digest.date, &rows, Utc::now())
-            .await?;
-        tracing::info!(message = "Deliveries planned", date = %digest.date, planned = rows.len(), new = inserted);
+        tracing::info!(message = "Deliveries planned", date = %digest.date, planned, new = inserted);
         Ok(inserted)
     }
 

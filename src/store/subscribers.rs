@@ -93,14 +93,21 @@ impl Store {
         })
     }
 
-    /// Active subscribers, the ones a digest is planned for. Rows are streamed and
-    /// converted one at a time, so 100,000 subscribers are never held twice.
-    pub async fn active_subscribers(&self) -> anyhow::Result<Vec<Subscriber>> {
+    /// Active subscribers, the ones a digest is planned for: up to `limit` of them with
+    /// ids above `after`, by id. Planning reads them page by page (keyset, not OFFSET), so
+    /// a million subscribers are never in memory at once.
+    pub async fn active_subscribers_page(
+        &self,
+        after: i64,
+        limit: i64,
+    ) -> anyhow::Result<Vec<Subscriber>> {
         use futures::TryStreamExt;
-        let sql = format!("SELECT {COLUMNS} FROM subscribers WHERE status = 'active' ORDER BY id");
+        let sql = format!(
+            "SELECT {COLUMNS} FROM subscribers WHERE status = 'active' AND id > $1 ORDER BY id LIMIT $2"
+        );
         let mut out = Vec::new();
         on_db!(&self.db, pool => {
-            let mut rows = sqlx::query(&sql).fetch(pool);
+            let mut rows = sqlx::query(&sql).bind(after).bind(limit).fetch(pool);
             while let Some(row) = rows.try_next().await? {
                 out.push(subscriber_from_row(&row)?);
             }
