@@ -59,7 +59,9 @@ CREATE TABLE subscribers (
 CREATE TABLE deliveries (
     id               TEXT        PRIMARY KEY,
     digest_date      DATE        NOT NULL,
-    subscriber_id    BIGINT      NOT NULL REFERENCES subscribers (id) ON DELETE CASCADE,
+    -- No foreign key: a per-row check made planning a million rows half as fast again;
+    -- removing a subscriber deletes its rows itself (Store::remove_subscriber).
+    subscriber_id    BIGINT      NOT NULL,
     channel          TEXT        NOT NULL,
     status           TEXT        NOT NULL,
     attempts         BIGINT      NOT NULL DEFAULT 0,
@@ -71,12 +73,16 @@ CREATE TABLE deliveries (
     destination      TEXT        NOT NULL DEFAULT '',
     claim_token      TEXT,
     claim_expires_at BIGINT,                -- unix milliseconds
-    UNIQUE (digest_date, subscriber_id)
+    -- Planning's ON CONFLICT (digest_date, subscriber_id); subscriber first, so the same
+    -- index serves a subscriber's rows (cascade, fail_pending_for).
+    UNIQUE (subscriber_id, digest_date)
 );
-CREATE INDEX deliveries_due ON deliveries (status, channel, next_attempt_at);
-CREATE INDEX deliveries_claims ON deliveries (status, claim_expires_at);
-CREATE INDEX deliveries_destination ON deliveries (channel, destination, status);
-CREATE INDEX deliveries_subscriber ON deliveries (subscriber_id);
+-- Partial indexes: a row is in the due index only while queued, in the claim index only
+-- while claimed, so they stay as small as the live outbox. Every index costs planning
+-- time (a million rows: 6.0 s of inserts with these, 6.9 s with one more); paused
+-- destinations are found through the small `destinations` table instead.
+CREATE INDEX deliveries_due ON deliveries (channel, next_attempt_at) WHERE status = 'pending';
+CREATE INDEX deliveries_claims ON deliveries (claim_expires_at) WHERE status = 'sending';
 
 CREATE TABLE destinations (
     channel      TEXT   NOT NULL,

@@ -193,14 +193,17 @@ impl Engine {
         self.remember_digest(Arc::new(digest.clone()));
         self.cache.forget(digest.date);
         let channels = self.channels();
-        let (mut after, mut planned, mut inserted, mut skipped) = (0, 0, 0, 0);
+        let (mut planned, mut inserted, mut skipped) = (0, 0, 0);
+        let load = |after: i64| {
+            let store = self.store.clone();
+            tokio::spawn(async move { store.active_subscribers_page(after, PLAN_PAGE).await })
+        };
+        let mut next = load(0);
         loop {
-            let page = self
-                .store
-                .active_subscribers_page(after, PLAN_PAGE)
-                .await?;
+            let page = next.await??;
             let Some(last) = page.last() else { break };
-            after = last.id;
+            // The next page loads while this one is planned and stored.
+            next = load(last.id);
             skipped += page
                 .iter()
                 .filter(|s| !self.senders.contains_key(&s.address.channel()))
@@ -404,8 +407,7 @@ impl Engine {
                     (Until::Idle { max_wait }, Some(w)) if w <= max_wait => w,
                     (Until::Idle { .. }, _) => break,
                     (Until::Drained { date }, w) => {
-                        let left = self.store.delivery_counts(date).await?;
-                        if left.pending + left.sending == 0 {
+                        if self.store.outstanding(date).await? == 0 {
                             break;
                         }
                         w.unwrap_or(DRAINED_POLL).min(DRAINED_POLL)

@@ -124,38 +124,65 @@ fn claim_sql(backend: Backend) -> String {
 impl Store {
     /// Inserts the plan for one digest in one transaction; rows that exist are kept as they
     /// are, so planning twice never doubles a delivery. Returns how many rows were new.
-    /// Multi-row INSERTs keep 100,000 rows to well under a second.
+    /// SQLite takes multi-row INSERTs (2,000 rows a statement); Postgres takes the whole
+    /// plan as four arrays in one statement (UNNEST), several times faster than VALUES.
     pub async fn plan_deliveries(
         &self,
         date: NaiveDate,
         plan: &[PlannedDelivery],
         now: DateTime<Utc>,
     ) -> anyhow::Result<u64> {
-        // 7 parameters a row; SQLite allows 32,766 per statement, Postgres 65,535.
-        const ROWS_PER_STATEMENT: usize = 2_000;
-        let mut inserted = 0;
-        on_db!(&self.db, pool => {
-            let mut tx = pool.begin().await?;
-            for chunk in plan.chunks(ROWS_PER_STATEMENT) {
-                let mut query = sqlx::QueryBuilder::new(
-                    "INSERT INTO deliveries (id, digest_date, subscriber_id, channel, destination, status, next_attempt_at, created_at) ",
-                );
-                query.push_values(chunk, |mut row, p| {
-                    row.push_bind(&p.id)
-                        .push_bind(date)
-                        .push_bind(p.subscriber_id)
-                        .push_bind(p.channel.as_str())
-                        .push_bind(&p.destination)
-                        .push("'pending'")
-                        .push_bind(ms(now))
-                        .push_bind(now);
-                });
-                query.push(" ON CONFLICT (digest_date, subscriber_id) DO NOTHING");
-                inserted += query.build().execute(&mut *tx).await?.rows_affected();
+        match &self.db {
+            super::Db::Postgres(pool) => {
+                let ids: Vec<&str> = plan.iter().map(|p| p.id.as_str()).collect();
+                let subscribers: Vec<i64> = plan.iter().map(|p| p.subscriber_id).collect();
+                let channels: Vec<&str> = plan.iter().map(|p| p.channel.as_str()).collect();
+                let destinations: Vec<&str> = plan.iter().map(|p| p.destination.as_str()).collect();
+                let inserted = sqlx::query(
+                    "INSERT INTO deliveries (id, digest_date, subscriber_id, channel, destination, status, next_attempt_at, created_at)
+                     SELECT u.id, $1, u.subscriber_id, u.channel, u.destination, 'pending', $2, $3
+                     FROM UNNEST($4::TEXT[], $5::BIGINT[], $6::TEXT[], $7::TEXT[])
+                          AS u (id, subscriber_id, channel, destination)
+                     ON CONFLICT (digest_date, subscriber_id) DO NOTHING",
+                )
+                .bind(date)
+                .bind(ms(now))
+                .bind(now)
+                .bind(ids)
+                .bind(subscribers)
+                .bind(channels)
+                .bind(destinations)
+                .execute(pool)
+                .await?
+                .rows_affected();
+                Ok(inserted)
             }
-            tx.commit().await?;
-        });
-        Ok(inserted)
+            super::Db::Sqlite(pool) => {
+                // 8 columns a row, 7 of them parameters; SQLite allows 32,766 per statement.
+                const ROWS_PER_STATEMENT: usize = 2_000;
+                let mut inserted = 0;
+                let mut tx = pool.begin().await?;
+                for chunk in plan.chunks(ROWS_PER_STATEMENT) {
+                    let mut query = sqlx::QueryBuilder::new(
+                        "INSERT INTO deliveries (id, digest_date, subscriber_id, channel, destination, status, next_attempt_at, created_at) ",
+                    );
+                    query.push_values(chunk, |mut row, p| {
+                        row.push_bind(&p.id)
+                            .push_bind(date)
+                            .push_bind(p.subscriber_id)
+                            .push_bind(p.channel.as_str())
+                            .push_bind(&p.destination)
+                            .push("'pending'")
+                            .push_bind(ms(now))
+                            .push_bind(now);
+                    });
+                    query.push(" ON CONFLICT (digest_date, subscriber_id) DO NOTHING");
+                    inserted += query.build().execute(&mut *tx).await?.rows_affected();
+                }
+                tx.commit().await?;
+                Ok(inserted)
+            }
+        }
     }
 
     /// Puts every row left in 'sending' back in the queue. Only for the single SQLite
@@ -376,6 +403,15 @@ impl Store {
             }
         }
         Ok(counts)
+    }
+
+    /// Rows of one digest still waiting or in flight, whoever holds them. Served by the
+    /// index of the live outbox, so it costs what is queued, not the outbox's history.
+    pub async fn outstanding(&self, date: NaiveDate) -> anyhow::Result<i64> {
+        // One count per status, each matching a partial index of the Postgres schema.
+        let sql = "SELECT (SELECT COUNT(*) FROM deliveries WHERE status = 'pending' AND digest_date = $1)
+                        + (SELECT COUNT(*) FROM deliveries WHERE status = 'sending' AND digest_date = $1)";
+        Ok(on_db!(&self.db, pool => sqlx::query_scalar(sql).bind(date).fetch_one(pool).await?))
     }
 
     /// Rows waiting or in flight, by channel and status (sent and failed rows are history).

@@ -285,10 +285,22 @@ impl Store {
         Ok(changed == 1)
     }
 
+    /// Removes a subscriber and its deliveries (Postgres has no cascading foreign key on
+    /// the outbox: see its schema).
     pub async fn remove_subscriber(&self, id: i64) -> anyhow::Result<bool> {
-        let sql = "DELETE FROM subscribers WHERE id = $1";
         let changed = on_db!(&self.db, pool => {
-            sqlx::query(sql).bind(id).execute(pool).await?.rows_affected()
+            let mut tx = pool.begin().await?;
+            sqlx::query("DELETE FROM deliveries WHERE subscriber_id = $1")
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+            let changed = sqlx::query("DELETE FROM subscribers WHERE id = $1")
+                .bind(id)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            tx.commit().await?;
+            changed
         });
         Ok(changed == 1)
     }
