@@ -103,14 +103,24 @@ pub async fn refresh_sources(
                 let (owned, at) = (source.clone(), result.fetched_at);
                 // And within a budget: a feed that would take longer fails alone (the parse
                 // finishes in the background; the run does not wait for it).
+                // A parse that finished but took longer than the budget fails too: the
+                // answer must not depend on when the timer was first looked at.
                 let budget = config.fetch.parse_budget;
-                let parse = tokio::task::spawn_blocking(move || parse_feed(&body, &owned, at));
+                let over = format!(
+                    "Parsing took longer than {:.1} s (fetch.parse_budget_secs); the feed is too large or too deeply nested",
+                    budget.as_secs_f64()
+                );
+                let started = std::time::Instant::now();
+                let parse = tokio::task::spawn_blocking(move || {
+                    let items = parse_feed(&body, &owned, at);
+                    (items, started.elapsed())
+                });
                 let parsed = match tokio::time::timeout(budget, parse).await {
-                    Ok(joined) => joined?.map_err(|e| e.to_string()),
-                    Err(_) => Err(format!(
-                        "Parsing took longer than {:.1} s (fetch.parse_budget_secs); the feed is too large or too deeply nested",
-                        budget.as_secs_f64()
-                    )),
+                    Ok(joined) => match joined? {
+                        (_, took) if took > budget => Err(over),
+                        (items, _) => items.map_err(|e| e.to_string()),
+                    },
+                    Err(_) => Err(over),
                 };
                 match parsed {
                     Ok(items) => {

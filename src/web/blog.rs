@@ -191,6 +191,15 @@ pub async fn digest_page(
     match result.await {
         Ok(Some(body)) => html(StatusCode::OK, body),
         Ok(None) => not_found(&blog),
+        // The store is unreachable (a Postgres restart): a page rendered before is still
+        // the digest of that day; serve it, with the count this instance last knew.
+        Err(e) if crate::store::is_busy(&e) => match blog.pages.stale(date, &key) {
+            Some(page) => html(
+                StatusCode::OK,
+                page.with_reads(blog.reads.shown(date).unwrap_or(0)),
+            ),
+            None => failure(e),
+        },
         Err(e) => failure(e),
     }
 }

@@ -76,6 +76,13 @@ impl PageCache {
             .cloned()
     }
 
+    /// The page however old, for when the store cannot be asked (the page of a stored
+    /// digest changes only when the day is re-run).
+    pub fn stale(&self, date: NaiveDate, filter: &str) -> Option<Arc<CachedPage>> {
+        let pages = self.pages.lock().expect("page cache lock");
+        pages.get(&(date, filter.to_string())).cloned()
+    }
+
     pub fn put(&self, date: NaiveDate, filter: &str, page: Arc<CachedPage>) {
         let mut pages = self.pages.lock().expect("page cache lock");
         if pages.len() >= MAX_PAGES {
