@@ -6,6 +6,7 @@
 
 use std::path::Path;
 use std::process::{Child, Stdio};
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -415,4 +416,120 @@ async fn store_copy_moves_a_sqlite_store_into_postgres_from_the_command_line() {
     .unwrap();
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("sqlite:PATH"));
+}
+
+/// A TCP proxy in front of the Postgres server that can be cut: open connections are
+/// dropped and new ones refused until it is restored.
+struct CuttableProxy {
+    port: u16,
+    cut: Arc<std::sync::atomic::AtomicBool>,
+    generation: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+async fn spawn_proxy(target: &str) -> CuttableProxy {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let cut = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let generation = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let (target, c, g) = (target.to_string(), cut.clone(), generation.clone());
+    tokio::spawn(async move {
+        loop {
+            let (mut client, _) = listener.accept().await.unwrap();
+            if c.load(Ordering::SeqCst) {
+                continue; // dropped: refused while cut
+            }
+            let (target, c, g) = (target.clone(), c.clone(), g.clone());
+            let born = g.load(Ordering::SeqCst);
+            tokio::spawn(async move {
+                let Ok(mut server) = tokio::net::TcpStream::connect(&target).await else {
+                    return;
+                };
+                let copy = tokio::io::copy_bidirectional(&mut client, &mut server);
+                let watch = async {
+                    while !c.load(Ordering::SeqCst) && g.load(Ordering::SeqCst) == born {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                };
+                tokio::select! {
+                    _ = copy => {}
+                    _ = watch => {} // the outage: both sockets close
+                }
+            });
+        }
+    });
+    CuttableProxy {
+        port,
+        cut,
+        generation,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delivery_pauses_while_postgres_is_unreachable_and_resumes_losing_nothing() {
+    let Some(schema) = pg::schema().await else {
+        return;
+    };
+    let store = Store::open_postgres(&schema.url).await.unwrap();
+    let (hooks, receiver) = spawn_receiver().await;
+    *receiver.delay_ms.lock().unwrap() = 20;
+    add_webhooks(&store, &hooks, 300).await;
+    let server =
+        std::env::var("KDIGEST_TEST_POSTGRES").unwrap_or_else(|_| pg::DEFAULT_SERVER.to_string());
+    let authority = server
+        .split_once('@')
+        .map(|(_, rest)| rest.split('/').next().unwrap_or("").to_string())
+        .unwrap();
+    let proxy = spawn_proxy(&authority).await;
+    let through_proxy = schema
+        .url
+        .replace(&authority, &format!("127.0.0.1:{}", proxy.port));
+    let dir = tempfile::tempdir().unwrap();
+    let config = cluster_config(dir.path(), "");
+    let child = instance(
+        &config,
+        &through_proxy,
+        &["run", "--once", "--date", DATE],
+        0,
+    );
+    let started = Instant::now();
+    while receiver.log.lock().unwrap().len() < 60 {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "no deliveries"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Four seconds without the database, in the middle of the fan-out.
+    let at_cut = receiver.log.lock().unwrap().len();
+    proxy.cut.store(true, Ordering::SeqCst);
+    proxy.generation.fetch_add(1, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let during = receiver.log.lock().unwrap().len();
+    // Delivery paused: at most the batch already claimed (webhook concurrency 16) went out.
+    assert!(
+        during - at_cut <= 16,
+        "{at_cut} before the outage, {during} after it"
+    );
+    assert!(during < 300, "the outage came before the end");
+    proxy.cut.store(false, Ordering::SeqCst);
+    finished(child, &config, 0, Duration::from_secs(180)).await;
+    let hits = receiver.hits.lock().unwrap().clone();
+    assert_eq!(
+        hits.len(),
+        300,
+        "nothing lost ({during} sent when the database came back)"
+    );
+    let date = DATE.parse().unwrap();
+    let counts = store.delivery_counts(date).await.unwrap();
+    assert_eq!((counts.sent, counts.pending, counts.sending), (300, 0, 0));
+    // Repeats (sends whose settle was lost with the connection) keep their delivery id.
+    let log = receiver.log.lock().unwrap().clone();
+    for (path, _) in hits.iter().filter(|(_, n)| **n > 1) {
+        let ids: std::collections::BTreeSet<&str> = log
+            .iter()
+            .filter(|r| &r.path == path)
+            .map(|r| r.delivery.as_str())
+            .collect();
+        assert_eq!(ids.len(), 1, "{path}");
+    }
 }
