@@ -77,16 +77,63 @@ async fn add_webhooks(store: &Store, hooks: &str, n: usize) {
     assert_eq!(store.add_subscribers(&new, Utc::now()).await.unwrap(), n);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn three_instances_deliver_one_digest_to_2000_webhooks_exactly_once() {
-    let Some(schema) = pg::schema().await else {
-        return;
-    };
+/// A fresh schema with `n` webhook subscribers of a loopback receiver, and a config.
+struct WebhookCluster {
+    schema: pg::PgSchema,
+    store: Store,
+    receiver: Arc<crate::delivery::Receiver>,
+    config: std::path::PathBuf,
+    /// Holds the config's directory; bind it (`_dir`) for as long as the test runs.
+    _dir: tempfile::TempDir,
+}
+
+async fn webhook_cluster(n: usize, delay_ms: u64) -> Option<WebhookCluster> {
+    let schema = pg::schema().await?;
     let store = Store::open_postgres(&schema.url).await.unwrap();
     let (hooks, receiver) = spawn_receiver().await;
-    add_webhooks(&store, &hooks, 2_000).await;
+    *receiver.delay_ms.lock().unwrap() = delay_ms;
+    add_webhooks(&store, &hooks, n).await;
     let dir = tempfile::tempdir().unwrap();
     let config = cluster_config(dir.path(), "");
+    Some(WebhookCluster {
+        schema,
+        store,
+        receiver,
+        config,
+        _dir: dir,
+    })
+}
+
+/// Every destination reached more than once got the same delivery id each time.
+fn assert_repeats_keep_their_ids(receiver: &crate::delivery::Receiver) {
+    let hits = receiver.hits.lock().unwrap().clone();
+    let log = receiver.log.lock().unwrap().clone();
+    for (path, _) in hits.iter().filter(|(_, n)| **n > 1) {
+        let ids: std::collections::BTreeSet<&str> = log
+            .iter()
+            .filter(|r| &r.path == path)
+            .map(|r| r.delivery.as_str())
+            .collect();
+        assert_eq!(
+            ids.len(),
+            1,
+            "{path}: a repeat carries the same delivery id"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_instances_deliver_one_digest_to_2000_webhooks_exactly_once() {
+    let Some(WebhookCluster {
+        schema,
+        store,
+        receiver,
+        config,
+        _dir,
+    }) = webhook_cluster(2_000, 0).await
+    else {
+        return;
+    };
     let args = ["run", "--once", "--date", DATE];
     let children: Vec<Child> = (0..3)
         .map(|n| instance(&config, &schema.url, &args, n))
@@ -108,16 +155,17 @@ async fn three_instances_deliver_one_digest_to_2000_webhooks_exactly_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_of_one_instance_loses_nothing_and_repeats_only_its_messages_in_flight() {
-    let Some(schema) = pg::schema().await else {
+    // Slow answers: every instance has a full set of requests in flight when one dies.
+    let Some(WebhookCluster {
+        schema,
+        store,
+        receiver,
+        config,
+        _dir,
+    }) = webhook_cluster(600, 40).await
+    else {
         return;
     };
-    let store = Store::open_postgres(&schema.url).await.unwrap();
-    let (hooks, receiver) = spawn_receiver().await;
-    // Slow answers: every instance has a full set of requests in flight when one dies.
-    *receiver.delay_ms.lock().unwrap() = 40;
-    add_webhooks(&store, &hooks, 600).await;
-    let dir = tempfile::tempdir().unwrap();
-    let config = cluster_config(dir.path(), "");
     let args = ["run", "--once", "--date", DATE];
     let mut children: Vec<Child> = (0..3)
         .map(|n| instance(&config, &schema.url, &args, n))
@@ -157,19 +205,7 @@ async fn kill_9_of_one_instance_loses_nothing_and_repeats_only_its_messages_in_f
         repeated as i64 <= in_flight,
         "{repeated} repeated messages, {in_flight} in flight at the kill"
     );
-    let log = receiver.log.lock().unwrap().clone();
-    for (path, _) in hits.iter().filter(|(_, n)| **n > 1) {
-        let ids: std::collections::BTreeSet<&str> = log
-            .iter()
-            .filter(|r| &r.path == path)
-            .map(|r| r.delivery.as_str())
-            .collect();
-        assert_eq!(
-            ids.len(),
-            1,
-            "{path}: a repeat carries the same delivery id"
-        );
-    }
+    assert_repeats_keep_their_ids(&receiver);
     let date = DATE.parse().unwrap();
     let counts = store.delivery_counts(date).await.unwrap();
     assert_eq!((counts.sent, counts.pending, counts.sending), (600, 0, 0));
@@ -466,13 +502,16 @@ async fn spawn_proxy(target: &str) -> CuttableProxy {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delivery_pauses_while_postgres_is_unreachable_and_resumes_losing_nothing() {
-    let Some(schema) = pg::schema().await else {
+    let Some(WebhookCluster {
+        schema,
+        store,
+        receiver,
+        config,
+        _dir,
+    }) = webhook_cluster(300, 20).await
+    else {
         return;
     };
-    let store = Store::open_postgres(&schema.url).await.unwrap();
-    let (hooks, receiver) = spawn_receiver().await;
-    *receiver.delay_ms.lock().unwrap() = 20;
-    add_webhooks(&store, &hooks, 300).await;
     let server =
         std::env::var("KDIGEST_TEST_POSTGRES").unwrap_or_else(|_| pg::DEFAULT_SERVER.to_string());
     let authority = server
@@ -483,8 +522,6 @@ async fn delivery_pauses_while_postgres_is_unreachable_and_resumes_losing_nothin
     let through_proxy = schema
         .url
         .replace(&authority, &format!("127.0.0.1:{}", proxy.port));
-    let dir = tempfile::tempdir().unwrap();
-    let config = cluster_config(dir.path(), "");
     let child = instance(
         &config,
         &through_proxy,
@@ -523,13 +560,5 @@ async fn delivery_pauses_while_postgres_is_unreachable_and_resumes_losing_nothin
     let counts = store.delivery_counts(date).await.unwrap();
     assert_eq!((counts.sent, counts.pending, counts.sending), (300, 0, 0));
     // Repeats (sends whose settle was lost with the connection) keep their delivery id.
-    let log = receiver.log.lock().unwrap().clone();
-    for (path, _) in hits.iter().filter(|(_, n)| **n > 1) {
-        let ids: std::collections::BTreeSet<&str> = log
-            .iter()
-            .filter(|r| &r.path == path)
-            .map(|r| r.delivery.as_str())
-            .collect();
-        assert_eq!(ids.len(), 1, "{path}");
-    }
+    assert_repeats_keep_their_ids(&receiver);
 }
