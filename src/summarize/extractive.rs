@@ -214,6 +214,48 @@ fn spaced_figure(figure: &str) -> String {
     }
 }
 
+/// Words kept before and after a figure in [`figure_phrase`].
+const PHRASE_WORDS_BEFORE: usize = 6;
+const PHRASE_WORDS_AFTER: usize = 4;
+
+/// The words around `figure` that say what it measures: its clause (cut at commas,
+/// semicolons, colons, parentheses and the sentence's end), at most a few words either side,
+/// "…" where the clause goes on. None when the figure is not in the sentence.
+fn figure_phrase(sentence: &str, figure: &str) -> Option<String> {
+    let at = sentence
+        .find(figure)
+        .or_else(|| sentence.find(&spaced_figure(figure)))?;
+    let end_of_figure = at + sentence[at..].find(' ').unwrap_or(sentence.len() - at);
+    let before = &sentence[..at];
+    let start = before.rfind([',', ';', ':', '(']).map_or(0, |i| i + 1);
+    let after = &sentence[end_of_figure..];
+    let stop = after
+        .find([',', ';', '(', ')'])
+        .or_else(|| after.find(". "))
+        .unwrap_or(after.trim_end_matches('.').len());
+    let left: Vec<&str> = sentence[start..at].split_whitespace().collect();
+    let right: Vec<&str> = after[..stop].split_whitespace().collect();
+    let kept_left = &left[left.len().saturating_sub(PHRASE_WORDS_BEFORE)..];
+    let kept_right = &right[..right.len().min(PHRASE_WORDS_AFTER)];
+    let mut phrase = String::new();
+    if kept_left.len() < left.len() {
+        phrase.push('…');
+    }
+    for w in kept_left {
+        phrase.push_str(w);
+        phrase.push(' ');
+    }
+    phrase.push_str(&sentence[at..end_of_figure]);
+    for w in kept_right {
+        phrase.push(' ');
+        phrase.push_str(w);
+    }
+    if kept_right.len() < right.len() {
+        phrase.push('…');
+    }
+    Some(phrase.trim_end_matches(['.', ',']).to_string())
+}
+
 /// Whether `text` is written in the reader's script (the locale's `script`: han or latin).
 /// Text that is not is the source's words in another language: a quote.
 fn in_reader_script(text: &str, locale: &Locale) -> bool {
@@ -363,17 +405,19 @@ fn brief(candidate: &Candidate, t: &Locale, sentences: &[String], changes: usize
                     )],
                 );
             }
-            // A sentence in another script is no overview for this reader: its figures
-            // are (numbers read the same in every language), the sentence stays in the
-            // event's summary.
-            let figures = crate::score::quantified_results(s);
-            if figures.is_empty() {
+            // A whole sentence in another script is no overview for this reader, and a
+            // bare figure ("2.4x") says nothing: the few words that say what the figure
+            // measures ("Cold JIT compilation is 2.4x faster") are quoted; the sentence
+            // stays in the event's summary.
+            let Some(phrase) = crate::score::quantified_results(s)
+                .first()
+                .and_then(|figure| figure_phrase(s, figure))
+            else {
                 return String::new();
-            }
-            let figures: Vec<String> = figures.iter().take(2).map(|f| spaced_figure(f)).collect();
+            };
             t.fill(
-                "brief_figures",
-                &[("figures", &figures.join(t.get("list_separator")))],
+                "brief_fact",
+                &[("quote", &t.fill("quote", &[("text", &phrase)]))],
             )
         });
     let changes = if changes > 0 {
