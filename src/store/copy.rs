@@ -29,15 +29,16 @@ const TABLES: &[&str] = &[
     "destinations",
 ];
 
-/// Streams `$columns` of `$table` from `$from` as tuples of `$types` and inserts them into
-/// `$to` in batches, each row bound by `$bind` (`|row, (a, b, ..)| row.push_bind(a)...`).
-/// Rows the target has already are kept (ON CONFLICT DO NOTHING).
+/// Streams the named columns of `$table` from `$from` as tuples (one name and type each)
+/// and inserts them into `$to` in batches. Rows the target has already are kept (ON
+/// CONFLICT DO NOTHING).
 macro_rules! copy_table {
-    ($from:expr, $to:expr, $table:literal, $columns:literal, ($($t:ty),+), |$row:ident, $pat:pat_param| $bind:expr) => {{
-        let select = concat!("SELECT ", $columns, " FROM ", $table);
-        let insert = concat!("INSERT INTO ", $table, " (", $columns, ") ");
+    ($from:expr, $to:expr, $table:literal, ($($field:ident: $t:ty),+)) => {{
+        let columns = [$(stringify!($field)),+].join(", ");
+        let select = format!("SELECT {columns} FROM {}", $table);
+        let insert = format!("INSERT INTO {} ({columns}) ", $table);
         on_db!(&$from.db, src => {
-            let mut rows = sqlx::query_as::<_, ($($t,)+)>(select).fetch(src);
+            let mut rows = sqlx::query_as::<_, ($($t,)+)>(&select).fetch(src);
             let mut batch: Vec<($($t,)+)> = Vec::with_capacity(BATCH);
             loop {
                 let next = rows.try_next().await?;
@@ -45,9 +46,9 @@ macro_rules! copy_table {
                 batch.extend(next);
                 if batch.len() == BATCH || (done && !batch.is_empty()) {
                     on_db!(&$to.db, dst => {
-                        let mut query = sqlx::QueryBuilder::new(insert);
-                        query.push_values(batch.iter(), |mut $row, $pat| {
-                            $bind;
+                        let mut query = sqlx::QueryBuilder::new(&insert);
+                        query.push_values(batch.iter(), |mut row, ($($field,)+)| {
+                            row$(.push_bind($field))+;
                         });
                         query.push(" ON CONFLICT DO NOTHING");
                         query.build().execute(dst).await?;
@@ -82,149 +83,13 @@ pub async fn copy_store(
             occupied.join(", ")
         );
     }
-    copy_table!(
-        from,
-        to,
-        "source_state",
-        "source, etag, last_modified, last_success_at, last_attempt_at, last_error, consecutive_failures",
-        (
-            String,
-            Option<String>,
-            Option<String>,
-            Option<DateTime<Utc>>,
-            Option<DateTime<Utc>>,
-            Option<String>,
-            i64
-        ),
-        |row, (a, b, c, d, e, f, g)| row
-            .push_bind(a)
-            .push_bind(b)
-            .push_bind(c)
-            .push_bind(d)
-            .push_bind(e)
-            .push_bind(f)
-            .push_bind(g)
-    );
-    copy_table!(
-        from,
-        to,
-        "items",
-        "source, item_key, published_ts, first_seen_at, data",
-        (String, String, i64, DateTime<Utc>, String),
-        |row, (a, b, c, d, e)| row
-            .push_bind(a)
-            .push_bind(b)
-            .push_bind(c)
-            .push_bind(d)
-            .push_bind(e)
-    );
-    copy_table!(
-        from,
-        to,
-        "digests",
-        "digest_date, generated_at, generation_mode, window_start, window_end, data, reads",
-        (
-            NaiveDate,
-            DateTime<Utc>,
-            String,
-            DateTime<Utc>,
-            DateTime<Utc>,
-            String,
-            i64
-        ),
-        |row, (a, b, c, d, e, f, g)| row
-            .push_bind(a)
-            .push_bind(b)
-            .push_bind(c)
-            .push_bind(d)
-            .push_bind(e)
-            .push_bind(f)
-            .push_bind(g)
-    );
-    copy_table!(
-        from,
-        to,
-        "llm_cache",
-        "model, prompt_hash, reply, created_at",
-        (String, String, String, DateTime<Utc>),
-        |row, (a, b, c, d)| row.push_bind(a).push_bind(b).push_bind(c).push_bind(d)
-    );
-    copy_table!(
-        from,
-        to,
-        "subscribers",
-        "id, address, channel, layers, min_score, language, status, status_reason, notify_empty, created_at, updated_at",
-        (
-            i64,
-            String,
-            String,
-            String,
-            i64,
-            String,
-            String,
-            Option<String>,
-            bool,
-            DateTime<Utc>,
-            DateTime<Utc>
-        ),
-        |row, (a, b, c, d, e, f, g, h, i, j, k)| row
-            .push_bind(a)
-            .push_bind(b)
-            .push_bind(c)
-            .push_bind(d)
-            .push_bind(e)
-            .push_bind(f)
-            .push_bind(g)
-            .push_bind(h)
-            .push_bind(i)
-            .push_bind(j)
-            .push_bind(k)
-    );
-    copy_table!(
-        from,
-        to,
-        "deliveries",
-        "id, digest_date, subscriber_id, channel, status, attempts, parts_sent, next_attempt_at, last_error, created_at, sent_at, destination, claim_token, claim_expires_at",
-        (
-            String,
-            NaiveDate,
-            i64,
-            String,
-            String,
-            i64,
-            i64,
-            i64,
-            Option<String>,
-            DateTime<Utc>,
-            Option<DateTime<Utc>>,
-            String,
-            Option<String>,
-            Option<i64>
-        ),
-        |row, (a, b, c, d, e, f, g, h, i, j, k, l, m, n)| row
-            .push_bind(a)
-            .push_bind(b)
-            .push_bind(c)
-            .push_bind(d)
-            .push_bind(e)
-            .push_bind(f)
-            .push_bind(g)
-            .push_bind(h)
-            .push_bind(i)
-            .push_bind(j)
-            .push_bind(k)
-            .push_bind(l)
-            .push_bind(m)
-            .push_bind(n)
-    );
-    copy_table!(
-        from,
-        to,
-        "destinations",
-        "channel, key, paused_until, reason",
-        (String, String, i64, String),
-        |row, (a, b, c, d)| row.push_bind(a).push_bind(b).push_bind(c).push_bind(d)
-    );
+    copy_table!(from, to, "source_state", (source: String, etag: Option<String>, last_modified: Option<String>, last_success_at: Option<DateTime<Utc>>, last_attempt_at: Option<DateTime<Utc>>, last_error: Option<String>, consecutive_failures: i64));
+    copy_table!(from, to, "items", (source: String, item_key: String, published_ts: i64, first_seen_at: DateTime<Utc>, data: String));
+    copy_table!(from, to, "digests", (digest_date: NaiveDate, generated_at: DateTime<Utc>, generation_mode: String, window_start: DateTime<Utc>, window_end: DateTime<Utc>, data: String, reads: i64));
+    copy_table!(from, to, "llm_cache", (model: String, prompt_hash: String, reply: String, created_at: DateTime<Utc>));
+    copy_table!(from, to, "subscribers", (id: i64, address: String, channel: String, layers: String, min_score: i64, language: String, status: String, status_reason: Option<String>, notify_empty: bool, created_at: DateTime<Utc>, updated_at: DateTime<Utc>));
+    copy_table!(from, to, "deliveries", (id: String, digest_date: NaiveDate, subscriber_id: i64, channel: String, status: String, attempts: i64, parts_sent: i64, next_attempt_at: i64, last_error: Option<String>, created_at: DateTime<Utc>, sent_at: Option<DateTime<Utc>>, destination: String, claim_token: Option<String>, claim_expires_at: Option<i64>));
+    copy_table!(from, to, "destinations", (channel: String, key: String, paused_until: i64, reason: String));
     to.after_copy().await?;
 
     let source = from.table_counts().await?;
