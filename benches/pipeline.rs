@@ -68,7 +68,9 @@ fn one_run(
         },
     );
     let md = renderer.render(&d, Format::Md).unwrap();
-    let tg = renderer.render(&d, Format::Telegram).unwrap();
+    let tg = renderer
+        .render(&d, Format::Channel(kdigest::channels::Channel::Telegram))
+        .unwrap();
     let js = renderer.render(&d, Format::Json).unwrap();
     std::hint::black_box((&md, &tg, &js));
     (n_items, n_events, d.events().count())

@@ -361,7 +361,7 @@ impl Instance<'_> {
         // Discord commands: the HTTP endpoint when a public key is set, else the gateway
         // (on the scheduler).
         let discord_bot = config.discord.public_key.is_some().then(|| {
-            Arc::new(crate::bot::discord::DiscordBot::new(
+            Arc::new(crate::channels::discord::bot::DiscordBot::new(
                 store.clone(),
                 Arc::new(config.clone()),
             ))
@@ -418,15 +418,15 @@ impl Instance<'_> {
     fn telegram_bot(
         &self,
         runs: crate::bot::handlers::RunTrigger,
-    ) -> Option<crate::bot::telegram::TelegramBot> {
+    ) -> Option<crate::channels::telegram::bot::TelegramBot> {
         if !self.config.telegram.bot {
             return None;
         }
-        let Ok(bot) = crate::deliver::telegram::bot(&self.config.telegram) else {
+        let Ok(bot) = crate::channels::telegram::api_bot(&self.config.telegram) else {
             tracing::info!(message = "No Telegram token; the Telegram bot is off", variable = %self.config.telegram.token_env);
             return None;
         };
-        let mut telegram = crate::bot::telegram::TelegramBot::new(
+        let mut telegram = crate::channels::telegram::bot::TelegramBot::new(
             bot,
             self.store.clone(),
             Arc::new(self.config.clone()),
@@ -546,7 +546,7 @@ impl Scheduler<'_, '_> {
             tokio::spawn(async move {
                 // Reconnect after failures (network, Discord outages) until stopped.
                 while !*stop.borrow() {
-                    if let Err(error) = crate::bot::discord::run_gateway(config.clone(), store.clone(), stop.clone()).await {
+                    if let Err(error) = crate::channels::discord::bot::run_gateway(config.clone(), store.clone(), stop.clone()).await {
                         tracing::error!(message = "Discord gateway failed; reconnecting in 60 s", error = %format!("{error:#}"));
                     }
                     tokio::select! {
@@ -563,7 +563,8 @@ impl Scheduler<'_, '_> {
             // In the background: a slow Discord must not hold up the scheduler.
             let config = config.clone();
             tokio::spawn(async move {
-                if let Err(error) = crate::bot::discord::register_commands(&config).await {
+                if let Err(error) = crate::channels::discord::bot::register_commands(&config).await
+                {
                     tracing::error!(message = "Cannot register the Discord slash commands", error = %format!("{error:#}"));
                 }
             });

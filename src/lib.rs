@@ -3,10 +3,10 @@
 //! Modules in reading order. The pure core (no I/O, no clock) is `text`, `parse`,
 //! `cluster`, `classify`, `score`, `digest`, `summarize::extractive`, `locale`, `render`,
 //! `schedule`, `tokens` and the command parser in `bot`.
-//! The edges do I/O: `fetch` (HTTP and files), `store` (SQLite), `summarize::llm`
-//! (chat-completions API), `pipeline` (runs one digest), `deliver` (the outbox engine and
-//! the webhook, Telegram, Discord and email senders), `bot` (Telegram and Discord adapters),
-//! `daemon` (`kdigest run`), `web`, `demo` and `cli`.
+//! The edges do I/O: `fetch` (HTTP and files), `store` (SQLite or Postgres),
+//! `summarize::llm` (chat-completions API), `pipeline` (runs one digest), `deliver` (the
+//! outbox engine), `channels` (one folder per channel: address, render, sender, bot; one
+//! registry), `daemon` (`kdigest run`), `web`, `demo` and `cli`.
 //!
 //! ```text
 //! config -> fetch -> parse -> store(items) -> cluster -> classify -> score
@@ -14,6 +14,7 @@
 //! ```
 
 pub mod bot;
+pub mod channels;
 pub mod classify;
 pub mod cli;
 pub mod cluster;

@@ -339,7 +339,7 @@ fn output(
         Some(dir) => {
             std::fs::create_dir_all(dir)
                 .with_context(|| format!("Cannot create --out directory {}", dir.display()))?;
-            for f in Format::ALL {
+            for f in Format::all().iter().copied() {
                 let parts = renderer.render(digest, f)?;
                 for (i, part) in parts.iter().enumerate() {
                     let path = dir.join(f.file_name(i + 1, parts.len()));

@@ -11,6 +11,29 @@ use super::raw::{RawLayer, RawSource};
 /// can point at its line and column.
 pub(super) type Doc = toml_edit::ImDocument<String>;
 
+/// `[delivery]` with its `[delivery.<channel>]` tables, one per channel of the registry.
+pub(super) fn delivery_section(doc: &Doc, problems: &mut Vec<String>) -> super::raw::RawDelivery {
+    let Some(item) = doc.get("delivery") else {
+        return Default::default();
+    };
+    let mut item = item.clone();
+    let mut channels = Vec::new();
+    if let Some(table) = item.as_table_like_mut() {
+        for channel in crate::channels::Channel::ALL {
+            if let Some(sub) = table.remove(channel.as_str()) {
+                let path = format!("delivery.{}", channel.as_str());
+                if let Some(limits) = deserialize_at(doc, &sub, &path, problems) {
+                    channels.push((*channel, limits));
+                }
+            }
+        }
+    }
+    let mut raw: super::raw::RawDelivery =
+        deserialize_at(doc, &item, "delivery", problems).unwrap_or_default();
+    raw.channels = channels;
+    raw
+}
+
 pub(super) fn section<T: DeserializeOwned + Default>(
     doc: &Doc,
     key: &str,

@@ -18,7 +18,7 @@ mod location;
 mod raw;
 mod secret;
 mod service;
-mod validate;
+pub(crate) mod validate;
 
 use keys::*;
 pub use location::Location;
@@ -28,6 +28,11 @@ use service::*;
 pub use validate::parse_location;
 use validate::*;
 
+// Each channel's section lives in its folder (src/channels/<name>/config.rs).
+pub use crate::channels::discord::config::DiscordConfig;
+pub use crate::channels::email::config::{DkimAlgorithm, DkimConfig, EmailConfig, SmtpTls};
+pub use crate::channels::telegram::config::TelegramConfig;
+use crate::channels::{discord, email, telegram};
 pub const LANGUAGES: &[&str] = &["zh-CN", "en"];
 pub const DEFAULT_LAYERS: &[&str] = &[
     "frontend",
@@ -123,51 +128,6 @@ pub struct Config {
     pub signup: SignupConfig,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SmtpTls {
-    /// TLS from the first byte (port 465).
-    Implicit,
-    /// STARTTLS upgrade (port 587).
-    StartTls,
-    /// Plain text: only for a relay on the same machine.
-    None,
-}
-
-#[derive(Debug, Clone)]
-pub struct EmailConfig {
-    pub smtp_host: String,
-    pub smtp_port: u16,
-    pub tls: SmtpTls,
-    /// Empty: no authentication.
-    pub username: String,
-    /// Name of the environment variable holding the SMTP password.
-    pub password_env: String,
-    pub from: lettre::message::Mailbox,
-    pub reply_to: Option<lettre::message::Mailbox>,
-    pub list_id: String,
-    /// Base URL of the web site, for unsubscribe links.
-    pub public_url: url::Url,
-    pub unsubscribe_mailto: Option<String>,
-    pub pool_size: u32,
-    /// DKIM signing, when a selector is configured.
-    pub dkim: Option<DkimConfig>,
-}
-
-#[derive(Debug, Clone)]
-pub struct DkimConfig {
-    pub selector: String,
-    pub domain: String,
-    pub algorithm: DkimAlgorithm,
-    /// Name of the environment variable holding the private key.
-    pub key_env: String,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DkimAlgorithm {
-    Rsa,
-    Ed25519,
-}
-
 /// Web sign-up limits.
 #[derive(Debug, Clone)]
 pub struct SignupConfig {
@@ -175,38 +135,6 @@ pub struct SignupConfig {
     pub per_address_per_day: u32,
     /// Behind a reverse proxy: take the client address from the last X-Forwarded-For entry.
     pub trust_forwarded_for: bool,
-}
-
-#[derive(Debug, Clone)]
-pub struct DiscordConfig {
-    /// Another API server (tests); None means Discord itself, with serenity's rate limiter.
-    pub api_url: Option<url::Url>,
-    /// Name of the environment variable holding the bot token.
-    pub token_env: String,
-    pub application_id: Option<u64>,
-    /// Register slash commands in this guild only (instant, for testing) instead of globally.
-    pub guild_id: Option<u64>,
-    /// The application's Ed25519 public key (hex): enables `/discord/interactions`.
-    pub public_key: Option<String>,
-    pub register_commands: bool,
-}
-
-#[derive(Debug, Clone)]
-pub struct TelegramConfig {
-    /// The Bot API base URL; tests point it at a loopback mock.
-    pub api_url: url::Url,
-    /// Name of the environment variable holding the bot token.
-    pub token_env: String,
-    /// Run the command bot (long polling) inside `kdigest run`.
-    pub bot: bool,
-    /// Telegram user ids allowed /status and /run.
-    pub admins: Vec<i64>,
-    pub poll_timeout_secs: u32,
-    pub digest_cooldown: Duration,
-    /// Messages per minute to one group (Telegram allows about 20).
-    pub group_per_minute: f64,
-    /// Public base URL for webhook mode; None means long polling.
-    pub webhook_url: Option<url::Url>,
 }
 
 #[derive(Debug, Clone)]
@@ -235,21 +163,16 @@ pub struct DeliveryConfig {
     /// How long a claim holds its row before the reaper returns it to the queue.
     pub claim: Duration,
     pub webhook_secret_env: String,
-    pub telegram: ChannelLimits,
-    pub discord: ChannelLimits,
-    pub email: ChannelLimits,
-    pub webhook: ChannelLimits,
+    /// Every channel of the registry: `[delivery.<channel>]` over its defaults.
+    pub limits: std::collections::BTreeMap<crate::channels::Channel, ChannelLimits>,
 }
 
 impl DeliveryConfig {
-    pub fn limits(&self, channel: crate::subscriber::Channel) -> ChannelLimits {
-        use crate::subscriber::Channel;
-        match channel {
-            Channel::Telegram => self.telegram,
-            Channel::Discord => self.discord,
-            Channel::Email => self.email,
-            Channel::Webhook => self.webhook,
-        }
+    pub fn limits(&self, channel: crate::channels::Channel) -> ChannelLimits {
+        self.limits
+            .get(&channel)
+            .copied()
+            .unwrap_or_else(|| channel.default_limits())
     }
 }
 
@@ -494,11 +417,11 @@ impl Config {
         let fetch: RawFetch = section(&table, "fetch", &mut problems);
         let storage: RawStorage = section(&table, "storage", &mut problems);
         let schedule: RawSchedule = section(&table, "schedule", &mut problems);
-        let delivery: RawDelivery = section(&table, "delivery", &mut problems);
+        let delivery: RawDelivery = keys::delivery_section(&table, &mut problems);
         let daemon: RawDaemon = section(&table, "daemon", &mut problems);
-        let telegram: RawTelegram = section(&table, "telegram", &mut problems);
-        let discord: RawDiscord = section(&table, "discord", &mut problems);
-        let email: RawEmail = section(&table, "email", &mut problems);
+        let telegram: telegram::config::RawTelegram = section(&table, "telegram", &mut problems);
+        let discord: discord::config::RawDiscord = section(&table, "discord", &mut problems);
+        let email: email::config::RawEmail = section(&table, "email", &mut problems);
         let signup: RawSignup = section(&table, "signup", &mut problems);
         let sources = raw_sources(&table, &mut problems);
         let layers = raw_layers(&table, &mut problems);
@@ -508,9 +431,9 @@ impl Config {
             schedule: validate_schedule(schedule, digest.timezone, &mut problems),
             delivery: validate_delivery(delivery, &mut problems),
             daemon: validate_daemon(daemon, &mut problems),
-            telegram: validate_telegram(telegram, &mut problems),
-            discord: validate_discord(discord, &mut problems),
-            email: validate_email(email, &mut problems),
+            telegram: telegram::config::validate(telegram, &mut problems),
+            discord: discord::config::validate(discord, &mut problems),
+            email: email::config::validate(email, &mut problems),
             signup: validate_signup(signup, &mut problems),
             digest,
             sources: validate_sources(sources, &mut problems),

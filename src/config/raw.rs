@@ -222,12 +222,14 @@ impl Default for RawSchedule {
     }
 }
 
-#[derive(Debug, Clone, Copy, Deserialize)]
+/// `[delivery.<channel>]`: any key left out keeps the channel's default (its
+/// `ChannelSpec::LIMITS`, the platform's published limit).
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawLimits {
-    pub per_sec: f64,
-    pub per_destination_per_sec: f64,
-    pub concurrency: usize,
+    pub per_sec: Option<f64>,
+    pub per_destination_per_sec: Option<f64>,
+    pub concurrency: Option<usize>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -239,23 +241,14 @@ pub struct RawDelivery {
     pub timeout_secs: f64,
     pub claim_secs: u64,
     pub webhook_secret_env: String,
-    pub telegram: RawLimits,
-    pub discord: RawLimits,
-    pub email: RawLimits,
-    pub webhook: RawLimits,
+    /// `[delivery.<channel>]` tables, taken out of the section before the rest is read
+    /// (keys::delivery_section), one per channel of the registry.
+    #[serde(skip)]
+    pub channels: Vec<(crate::channels::Channel, RawLimits)>,
 }
 
 impl Default for RawDelivery {
     fn default() -> Self {
-        // Platform limits from FACTS.md: Telegram 30 msg/s overall and 1/s per chat; Discord
-        // 50 requests/s per bot (49 leaves headroom) and 5 per 5 s per channel; email gentle.
-        // Discord's concurrency is high because a multi-message digest holds its slot while
-        // the per-destination limit spaces its messages.
-        let limits = |per_sec, per_destination_per_sec, concurrency| RawLimits {
-            per_sec,
-            per_destination_per_sec,
-            concurrency,
-        };
         RawDelivery {
             max_attempts: 8,
             backoff_base_secs: 2.0,
@@ -263,10 +256,7 @@ impl Default for RawDelivery {
             timeout_secs: 15.0,
             claim_secs: 105,
             webhook_secret_env: "KDIGEST_WEBHOOK_SECRET".into(),
-            telegram: limits(30.0, 1.0, 30),
-            discord: limits(49.0, 1.0, 64),
-            email: limits(10.0, 1.0, 4),
-            webhook: limits(100.0, 10.0, 32),
+            channels: Vec::new(),
         }
     }
 }
@@ -293,35 +283,6 @@ impl Default for RawDaemon {
             header_timeout_secs: 10,
             connection_lifetime_secs: 60,
             max_connections: 512,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct RawTelegram {
-    pub api_url: String,
-    pub token_env: String,
-    pub bot: bool,
-    pub admins: Vec<i64>,
-    pub poll_timeout_secs: u32,
-    pub digest_cooldown_secs: u64,
-    pub group_per_minute: f64,
-    /// Public base URL of this kdigest; set it to receive updates by webhook instead of polling.
-    pub webhook_url: Option<String>,
-}
-
-impl Default for RawTelegram {
-    fn default() -> Self {
-        RawTelegram {
-            api_url: "https://api.telegram.org".into(),
-            token_env: "KDIGEST_TELEGRAM_TOKEN".into(),
-            bot: true,
-            admins: Vec::new(),
-            poll_timeout_secs: 10,
-            digest_cooldown_secs: 30,
-            group_per_minute: 20.0,
-            webhook_url: None,
         }
     }
 }
@@ -377,72 +338,6 @@ pub(super) fn default_layers() -> Vec<(String, RawLayer)> {
 
 /// Built-in layer keywords; config.toml repeats them so users can see and edit them.
 const DEFAULT_LAYERS_TOML: &str = include_str!("../default_layers.toml");
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct RawDiscord {
-    pub api_url: Option<String>,
-    pub token_env: String,
-    pub application_id: Option<u64>,
-    pub guild_id: Option<u64>,
-    pub public_key: Option<String>,
-    pub register_commands: bool,
-}
-
-impl Default for RawDiscord {
-    fn default() -> Self {
-        RawDiscord {
-            api_url: None,
-            token_env: "KDIGEST_DISCORD_TOKEN".into(),
-            application_id: None,
-            guild_id: None,
-            public_key: None,
-            register_commands: true,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct RawEmail {
-    pub smtp_host: String,
-    pub smtp_port: u16,
-    pub tls: String,
-    pub username: String,
-    pub password_env: String,
-    pub from: String,
-    pub reply_to: Option<String>,
-    pub list_id: String,
-    pub public_url: String,
-    pub unsubscribe_mailto: Option<String>,
-    pub pool_size: u32,
-    pub dkim_selector: Option<String>,
-    pub dkim_domain: Option<String>,
-    pub dkim_algorithm: String,
-    pub dkim_key_env: String,
-}
-
-impl Default for RawEmail {
-    fn default() -> Self {
-        RawEmail {
-            smtp_host: "localhost".into(),
-            smtp_port: 587,
-            tls: "starttls".into(),
-            username: String::new(),
-            password_env: "KDIGEST_SMTP_PASSWORD".into(),
-            from: "kdigest <digest@example.org>".into(),
-            reply_to: None,
-            list_id: "digest.example.org".into(),
-            public_url: "https://digest.example.org/".into(),
-            unsubscribe_mailto: None,
-            pool_size: 4,
-            dkim_selector: None,
-            dkim_domain: None,
-            dkim_algorithm: "rsa".into(),
-            dkim_key_env: "KDIGEST_DKIM_KEY".into(),
-        }
-    }
-}
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]

@@ -67,7 +67,16 @@ pub(super) fn validate_delivery(raw: RawDelivery, problems: &mut Vec<String>) ->
         "secret",
         problems,
     );
-    let mut limits = |name: &str, l: RawLimits| {
+    let mut limits = |channel: crate::channels::Channel, raw: RawLimits| {
+        let name = channel.as_str();
+        let d = channel.default_limits();
+        let l = ChannelLimits {
+            per_sec: raw.per_sec.unwrap_or(d.per_sec),
+            per_destination_per_sec: raw
+                .per_destination_per_sec
+                .unwrap_or(d.per_destination_per_sec),
+            concurrency: raw.concurrency.unwrap_or(d.concurrency),
+        };
         if !(l.per_sec.is_finite() && l.per_sec > 0.0) {
             problems.push(format!(
                 "delivery.{name}.per_sec: {} must be a positive number",
@@ -92,10 +101,13 @@ pub(super) fn validate_delivery(raw: RawDelivery, problems: &mut Vec<String>) ->
             concurrency: l.concurrency.clamp(1, 1024),
         }
     };
-    let telegram = limits("telegram", raw.telegram);
-    let discord = limits("discord", raw.discord);
-    let email = limits("email", raw.email);
-    let webhook = limits("webhook", raw.webhook);
+    let channel_limits = crate::channels::Channel::ALL
+        .iter()
+        .map(|c| {
+            let given = raw.channels.iter().find(|(k, _)| k == c).map(|(_, l)| *l);
+            (*c, limits(*c, given.unwrap_or_default()))
+        })
+        .collect();
     // NaN is reported above; it must not reach from_secs_f64, which panics on it.
     let secs = |v: f64| {
         Duration::from_secs_f64(if v.is_nan() {
@@ -111,53 +123,7 @@ pub(super) fn validate_delivery(raw: RawDelivery, problems: &mut Vec<String>) ->
         timeout: secs(raw.timeout_secs),
         claim: Duration::from_secs(raw.claim_secs.clamp(3, 86_400)),
         webhook_secret_env: raw.webhook_secret_env,
-        telegram,
-        discord,
-        email,
-        webhook,
-    }
-}
-
-pub(super) fn validate_telegram(raw: RawTelegram, problems: &mut Vec<String>) -> TelegramConfig {
-    let api_url = http_url(&raw.api_url).unwrap_or_else(|| {
-        problems.push(format!(
-            "telegram.api_url: \"{}\" is not an http(s) URL; the default is https://api.telegram.org",
-            raw.api_url
-        ));
-        url::Url::parse("https://api.telegram.org").expect("static URL")
-    });
-    env_var_name("telegram.token_env", &raw.token_env, "token", problems);
-    // teloxide's client gives up after 17 s, so a long poll must end before that.
-    if !(1..=15).contains(&raw.poll_timeout_secs) {
-        problems.push(format!(
-            "telegram.poll_timeout_secs: {} is out of range; use 1 to 15 (the HTTP client times out at 17 s)",
-            raw.poll_timeout_secs
-        ));
-    }
-    if !(raw.group_per_minute.is_finite() && raw.group_per_minute > 0.0) {
-        problems.push(format!(
-            "telegram.group_per_minute: {} must be a positive number",
-            raw.group_per_minute
-        ));
-    }
-    let webhook_url = raw.webhook_url.as_deref().and_then(|raw_url| match url::Url::parse(raw_url) {
-        Ok(u) if u.scheme() == "https" || u.host_str() == Some("127.0.0.1") => Some(u),
-        _ => {
-            problems.push(format!(
-                "telegram.webhook_url: \"{raw_url}\" is not an https URL; Telegram only calls https webhooks (leave it out to use long polling)"
-            ));
-            None
-        }
-    });
-    TelegramConfig {
-        webhook_url,
-        api_url,
-        token_env: raw.token_env,
-        bot: raw.bot,
-        admins: raw.admins,
-        poll_timeout_secs: raw.poll_timeout_secs.clamp(1, 15),
-        digest_cooldown: Duration::from_secs(raw.digest_cooldown_secs),
-        group_per_minute: raw.group_per_minute.max(0.001),
+        limits: channel_limits,
     }
 }
 
@@ -240,144 +206,6 @@ pub(super) fn validate_daemon(raw: RawDaemon, problems: &mut Vec<String>) -> Dae
         log_format,
         lease: Duration::from_secs(raw.lease_secs.clamp(5, 3600)),
         shutdown_grace: Duration::from_secs(raw.shutdown_grace_secs.clamp(1, 300)),
-    }
-}
-
-pub(super) fn validate_discord(raw: RawDiscord, problems: &mut Vec<String>) -> DiscordConfig {
-    let api_url = raw.api_url.as_deref().and_then(|u| {
-        let url = http_url(u);
-        if url.is_none() {
-            problems.push(format!(
-                "discord.api_url: \"{u}\" is not an http(s) URL; leave it out to talk to Discord"
-            ));
-        }
-        url
-    });
-    env_var_name("discord.token_env", &raw.token_env, "token", problems);
-    let public_key = raw.public_key.filter(|k| {
-        let ok = k.len() == 64 && k.chars().all(|c| c.is_ascii_hexdigit());
-        if !ok {
-            problems.push(format!(
-                "discord.public_key: \"{k}\" is not an Ed25519 public key; copy the 64 hex characters from the Developer Portal"
-            ));
-        }
-        ok
-    });
-    DiscordConfig {
-        api_url,
-        token_env: raw.token_env,
-        application_id: raw.application_id,
-        guild_id: raw.guild_id,
-        public_key,
-        register_commands: raw.register_commands,
-    }
-}
-
-pub(super) fn validate_email(raw: RawEmail, problems: &mut Vec<String>) -> EmailConfig {
-    let mailbox = |key: &str, value: &str, problems: &mut Vec<String>| {
-        value.parse::<lettre::message::Mailbox>().map_err(|e| {
-            problems.push(format!(
-                "email.{key}: \"{value}\" is not an address ({e}); use Name <name@example.org>"
-            ));
-        })
-    };
-    let from = mailbox("from", &raw.from, problems).unwrap_or_else(|_| {
-        "kdigest <digest@example.org>"
-            .parse()
-            .expect("static mailbox")
-    });
-    let reply_to = raw
-        .reply_to
-        .as_deref()
-        .and_then(|r| mailbox("reply_to", r, problems).ok());
-    let tls = match raw.tls.as_str() {
-        "implicit" => SmtpTls::Implicit,
-        "starttls" => SmtpTls::StartTls,
-        "none" => SmtpTls::None,
-        other => {
-            problems.push(format!("email.tls: \"{other}\" is not a TLS mode; use implicit (465), starttls (587) or none (local relay only)"));
-            SmtpTls::StartTls
-        }
-    };
-    // A base URL without a trailing slash would lose its last segment in Url::join.
-    let with_slash = if raw.public_url.ends_with('/') {
-        raw.public_url.clone()
-    } else {
-        format!("{}/", raw.public_url)
-    };
-    let public_url = http_url(&with_slash).unwrap_or_else(|| {
-        problems.push(format!("email.public_url: \"{}\" is not an http(s) URL; it is the base of unsubscribe and feed links", raw.public_url));
-        url::Url::parse("https://digest.example.org/").expect("static URL")
-    });
-    if raw.list_id.trim().is_empty()
-        || raw.list_id.contains(char::is_whitespace)
-        || raw.list_id.contains(['<', '>'])
-    {
-        problems.push(format!("email.list_id: \"{}\" is not a list id; use a domain-like name such as digest.example.org", raw.list_id));
-    }
-    if let Some(mailto) = &raw.unsubscribe_mailto
-        && mailto.parse::<lettre::Address>().is_err()
-    {
-        problems.push(format!(
-            "email.unsubscribe_mailto: \"{mailto}\" is not an email address"
-        ));
-    }
-    if tls == SmtpTls::None && !raw.username.is_empty() {
-        problems.push("email.tls: \"none\" would send the SMTP password in clear text; use starttls or implicit with a username".into());
-    }
-    if raw.smtp_host.trim().is_empty() {
-        problems.push("email.smtp_host: must not be empty".into());
-    }
-    if !(1..=64).contains(&raw.pool_size) {
-        problems.push(format!(
-            "email.pool_size: {} is out of range; use 1 to 64",
-            raw.pool_size
-        ));
-    }
-    env_var_name(
-        "email.password_env",
-        &raw.password_env,
-        "password",
-        problems,
-    );
-    let dkim = raw.dkim_selector.as_ref().map(|selector| {
-        let algorithm = match raw.dkim_algorithm.as_str() {
-            "rsa" => DkimAlgorithm::Rsa,
-            "ed25519" => DkimAlgorithm::Ed25519,
-            other => {
-                problems.push(format!(
-                    "email.dkim_algorithm: \"{other}\" is not supported; use rsa or ed25519"
-                ));
-                DkimAlgorithm::Rsa
-            }
-        };
-        if selector.is_empty() || !selector.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
-            problems.push(format!("email.dkim_selector: \"{selector}\" is not a selector; use letters, digits, dots and dashes, as in the DNS name <selector>._domainkey.<domain>"));
-        }
-        env_var_name("email.dkim_key_env", &raw.dkim_key_env, "private key", problems);
-        DkimConfig {
-            selector: selector.clone(),
-            domain: raw
-                .dkim_domain
-                .clone()
-                .unwrap_or_else(|| from.email.domain().to_string()),
-            algorithm,
-            key_env: raw.dkim_key_env.clone(),
-        }
-    });
-    EmailConfig {
-        smtp_host: raw.smtp_host,
-        smtp_port: raw.smtp_port,
-        tls,
-        username: raw.username,
-        password_env: raw.password_env,
-        from,
-        reply_to,
-        list_id: raw.list_id,
-        public_url,
-        unsubscribe_mailto: raw.unsubscribe_mailto,
-        dkim,
-        pool_size: raw.pool_size.clamp(1, 64),
     }
 }
 

@@ -392,7 +392,7 @@ pub(super) fn validate_fetch(raw: RawFetch, problems: &mut Vec<String>) -> Fetch
 }
 
 /// Config names the environment variable that holds a secret, never the secret itself.
-pub(super) fn env_var_name(key: &str, value: &str, what: &str, problems: &mut Vec<String>) {
+pub(crate) fn env_var_name(key: &str, value: &str, what: &str, problems: &mut Vec<String>) {
     if value.is_empty() || !value.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
         problems.push(format!(
             "{key}: \"{value}\" is not an environment variable name; the {what} itself never goes in config.toml"
@@ -411,7 +411,7 @@ pub(super) fn timezone(key: &str, name: &str, problems: &mut Vec<String>) -> Tz 
 }
 
 /// `raw` when it is an http or https URL.
-pub(super) fn http_url(raw: &str) -> Option<url::Url> {
+pub(crate) fn http_url(raw: &str) -> Option<url::Url> {
     url::Url::parse(raw)
         .ok()
         .filter(|u| matches!(u.scheme(), "http" | "https"))

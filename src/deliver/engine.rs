@@ -22,9 +22,8 @@ use tokio::task::JoinSet;
 
 use super::health::Health;
 use super::limits::Limits;
-use super::webhook::WebhookSender;
 use super::{RenderCache, SendError, Sender, plan};
-use crate::config::{Config, DeliveryConfig, Secret};
+use crate::config::{Config, DeliveryConfig};
 use crate::metrics::Metrics;
 use crate::model::Digest;
 use crate::store::{Claimed, Settled, Store, WHOLE_CHANNEL, is_busy};
@@ -83,61 +82,12 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// An engine with every channel that can send. The webhook signing key comes from the
-    /// environment variable named by `delivery.webhook_secret_env`; without it webhooks go
-    /// unsigned and a warning says so.
+    /// An engine with every channel that can send here (see `channels::senders`).
     pub fn new(store: Store, config: &Config, metrics: Arc<Metrics>) -> anyhow::Result<Engine> {
-        let secret = Secret::from_env(
-            &config.delivery.webhook_secret_env,
-            "the webhook signing key",
-        )
-        .ok();
-        if secret.is_none() {
-            tracing::warn!(
-                message = "Webhook deliveries are not signed; set the signing key to sign them",
-                variable = %config.delivery.webhook_secret_env
-            );
-        }
-        let mut senders = HashMap::new();
-        senders.insert(
-            Channel::Webhook,
-            Sender::Webhook(WebhookSender::new(config.delivery.timeout, secret)?),
-        );
-        match crate::deliver::telegram::bot(&config.telegram) {
-            Ok(bot) => {
-                senders.insert(
-                    Channel::Telegram,
-                    Sender::Telegram(crate::deliver::telegram::TelegramSender::new(bot)),
-                );
-            }
-            Err(_) => tracing::info!(
-                message = "No Telegram token; Telegram subscribers are not delivered to",
-                variable = %config.telegram.token_env
-            ),
-        }
-        // Email needs a relay and the key that signs unsubscribe links.
-        match crate::tokens::secret_from_env()? {
-            Some(secret) => match crate::deliver::email::EmailSender::new(&config.email, secret) {
-                Ok(sender) => {
-                    senders.insert(Channel::Email, Sender::Email(Arc::new(sender)));
-                }
-                Err(error) => {
-                    tracing::warn!(message = "Email delivery is off", error = %format!("{error:#}"))
-                }
-            },
-            None => tracing::info!(
-                message =
-                    "No signing key for unsubscribe links; email subscribers are not delivered to",
-                variable = crate::tokens::SECRET_ENV
-            ),
-        }
-        // Webhook subscribers need no bot token, so the Discord channel is always there.
-        senders.insert(
-            Channel::Discord,
-            Sender::Discord(Box::new(crate::deliver::discord::DiscordSender::new(
-                &config.discord,
-            ))),
-        );
+        let senders: HashMap<Channel, Sender> = crate::channels::senders(config)?
+            .into_iter()
+            .map(|s| (s.channel(), s))
+            .collect();
         let limits = Channel::ALL
             .iter()
             .map(|c| {
@@ -180,7 +130,8 @@ impl Engine {
     /// Channels with a sender, in a fixed order.
     pub fn channels(&self) -> Vec<Channel> {
         Channel::ALL
-            .into_iter()
+            .iter()
+            .copied()
             .filter(|c| self.senders.contains_key(c))
             .collect()
     }
@@ -611,7 +562,14 @@ impl Engine {
                 limits.sent(&destination, subscriber.address.is_group());
             }
             match sender
-                .send(&subscriber.address, &messages[part], &c.id, subscriber.id)
+                .send(
+                    &subscriber.address,
+                    &messages[part],
+                    crate::channels::Meta {
+                        delivery_id: &c.id,
+                        subscriber_id: subscriber.id,
+                    },
+                )
                 .await
             {
                 Err(SendError::Moved(address))
@@ -803,7 +761,7 @@ impl Engine {
     }
 
     /// The email sender, when email delivery is on (the web sign-up shares it).
-    pub fn mailer(&self) -> Option<Arc<super::email::EmailSender>> {
+    pub fn mailer(&self) -> Option<Arc<crate::channels::email::EmailSender>> {
         match self.senders.get(&Channel::Email) {
             Some(Sender::Email(mailer)) => Some(mailer.clone()),
             _ => None,

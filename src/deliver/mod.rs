@@ -1,19 +1,14 @@
-//! Delivery: planning (which subscriber gets which digest), rendering per distinct
-//! (filter, language, channel), and the channel senders. The engine in `engine.rs` owns
-//! claiming, rate limiting, retries and bookkeeping; a sender only knows how to send one
-//! rendered message and how to classify its errors.
+//! Delivery: planning (which subscriber gets which digest) and rendering per distinct
+//! (filter, language, channel). The engine in `engine.rs` owns claiming, rate limiting,
+//! retries and bookkeeping; a channel's sender (`crate::channels`) only knows how to send
+//! one rendered message and how to classify its errors.
 
-pub mod discord;
-pub mod email;
 pub mod engine;
 pub mod health;
 pub mod limits;
-pub mod telegram;
-pub mod webhook;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use chrono::NaiveDate;
 use sha2::{Digest as _, Sha256};
@@ -21,89 +16,11 @@ use sha2::{Digest as _, Sha256};
 use crate::digest;
 use crate::model::{Digest, Filter};
 use crate::parse::hex;
-use crate::render::{Format, Renderer};
+use crate::render::Renderer;
 use crate::store::PlannedDelivery;
-use crate::subscriber::{Address, Channel, Subscriber};
+use crate::subscriber::{Channel, Subscriber};
 
-/// Why one send failed, as the engine needs to know it.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SendError {
-    /// Worth retrying: timeouts, 5xx, 429 (with the wait the server asked for).
-    #[error("{reason}")]
-    Transient {
-        reason: String,
-        retry_after: Option<Duration>,
-    },
-    /// The receiver refuses our credentials (a webhook's 401/403): retried like a
-    /// transient fault and never disabling; when most receivers of the channel answer it at
-    /// once, the engine pauses the channel (our signing key changed, not theirs).
-    #[error("{reason}")]
-    Refused { reason: String },
-    /// Never retried; the subscriber is disabled with this reason (blocked, deleted, 404/410).
-    #[error("{reason}")]
-    Permanent { reason: String },
-    /// This message cannot be delivered (too long, rejected markup); not retried, and the
-    /// subscriber stays active.
-    #[error("{reason}")]
-    Failed { reason: String },
-    /// The destination moved (a Telegram group upgraded to a supergroup): store the new
-    /// address and send again.
-    #[error("Destination moved to {0}")]
-    Moved(Address),
-    /// The channel itself is down (SMTP relay unreachable, our login refused): the whole
-    /// channel pauses, the delivery goes back to the queue without using an attempt, and
-    /// nobody is marked bounced or failed.
-    #[error("{reason}")]
-    Outage { reason: String },
-}
-
-/// The channels that have a sender. Telegram, Discord and email plug in here.
-pub enum Sender {
-    Webhook(webhook::WebhookSender),
-    Telegram(telegram::TelegramSender),
-    // Boxed: serenity's clients are large, and the enum is stored per channel.
-    Discord(Box<discord::DiscordSender>),
-    // Shared: the web sign-up sends its confirmations through the same SMTP pool.
-    Email(Arc<email::EmailSender>),
-}
-
-impl Sender {
-    pub fn channel(&self) -> Channel {
-        match self {
-            Sender::Webhook(_) => Channel::Webhook,
-            Sender::Telegram(_) => Channel::Telegram,
-            Sender::Discord(_) => Channel::Discord,
-            Sender::Email(_) => Channel::Email,
-        }
-    }
-
-    /// Sends one rendered message to one address.
-    pub async fn send(
-        &self,
-        address: &Address,
-        message: &str,
-        delivery_id: &str,
-        subscriber_id: i64,
-    ) -> Result<(), SendError> {
-        match (self, address) {
-            (Sender::Webhook(s), Address::Webhook(url)) => s.send(url, message, delivery_id).await,
-            (Sender::Telegram(s), Address::Telegram(chat)) => s.send(*chat, message).await,
-            (Sender::Email(s), Address::Email(to)) => {
-                s.send(to, message, delivery_id, subscriber_id).await
-            }
-            (
-                Sender::Discord(s),
-                address @ (Address::DiscordChannel(_) | Address::DiscordWebhook(_)),
-            ) => s.send(address, message).await,
-            (_, other) => Err(SendError::Permanent {
-                reason: format!(
-                    "Address {other} does not belong to the {} channel",
-                    self.channel().as_str()
-                ),
-            }),
-        }
-    }
-}
+pub use crate::channels::{SendError, Sender};
 
 /// Stable id of the delivery of one digest to one subscriber; receivers use it to drop
 /// duplicates.
@@ -135,26 +52,6 @@ pub fn plan(
             destination: s.address.destination_key(),
         })
         .collect()
-}
-
-/// The messages of one channel for a filtered digest, in sending order.
-pub fn render_messages(
-    digest: &Digest,
-    channel: Channel,
-    renderer: &Renderer,
-) -> anyhow::Result<Vec<String>> {
-    Ok(match channel {
-        Channel::Webhook => renderer.render(digest, Format::Json)?,
-        Channel::Telegram => renderer.render(digest, Format::Telegram)?,
-        Channel::Discord => renderer.render(digest, Format::Discord)?,
-        // The unsubscribe and preferences links differ per subscriber: the sender fills
-        // them in.
-        Channel::Email => vec![serde_json::to_string(&renderer.email(
-            digest,
-            email::UNSUBSCRIBE_PLACEHOLDER,
-            email::PREFERENCES_PLACEHOLDER,
-        )?)?],
-    })
 }
 
 type RenderKey = (NaiveDate, Filter, String, Channel);
@@ -210,7 +107,7 @@ impl RenderCache {
             std::borrow::Cow::Owned(d.clone().in_language(language))
         };
         let filtered = digest::filter(&localized, filter, renderer.locale());
-        let messages = Arc::new(render_messages(&filtered, channel, &renderer)?);
+        let messages = Arc::new(channel.render(&filtered, &renderer)?);
         renders.insert(key, messages.clone());
         loop {
             let dates: std::collections::BTreeSet<NaiveDate> =

@@ -5,15 +5,13 @@
 //! `digest.templates_dir` overrides one. minijinja escapes by file name: `.html` templates
 //! HTML-escape every value, `.md` ones use the `md` filter for untrusted text.
 
-pub mod discord;
-pub mod telegram;
-
 use std::path::Path;
 
 use anyhow::Context as _;
 use minijinja::{AutoEscape, Environment, Value, context};
 use serde::Serialize;
 
+use crate::channels::Channel;
 use crate::locale::Locale;
 use crate::model::{Digest, DigestEvent};
 use crate::text::collapse_whitespace;
@@ -51,27 +49,60 @@ const TEMPLATES: &[(&str, &str)] = &[
     ),
 ];
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+/// What `render` and `demo` print: the document formats, then each channel's own payloads
+/// (from the channel registry: `telegram`, `discord`, ...).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
     Md,
     Html,
     Json,
-    Telegram,
-    Discord,
     EmailText,
     EmailHtml,
+    Channel(Channel),
 }
 
-impl Format {
-    pub const ALL: [Format; 7] = [
+static FORMATS: std::sync::LazyLock<Vec<Format>> = std::sync::LazyLock::new(|| {
+    let mut all = vec![
         Format::Md,
         Format::Html,
         Format::Json,
-        Format::Telegram,
-        Format::Discord,
         Format::EmailText,
         Format::EmailHtml,
     ];
+    all.extend(
+        Channel::ALL
+            .iter()
+            .filter(|c| c.format().is_some())
+            .map(|c| Format::Channel(*c)),
+    );
+    all
+});
+
+impl clap::ValueEnum for Format {
+    fn value_variants<'a>() -> &'a [Self] {
+        &FORMATS
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.name()))
+    }
+}
+
+impl Format {
+    pub fn all() -> &'static [Format] {
+        &FORMATS
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Md => "md",
+            Format::Html => "html",
+            Format::Json => "json",
+            Format::EmailText => "email-text",
+            Format::EmailHtml => "email-html",
+            Format::Channel(c) => c.as_str(),
+        }
+    }
 
     /// File name for `--out DIR`; `{n}` is the message number for multi-message formats.
     pub fn file_name(self, n: usize, total: usize) -> String {
@@ -86,10 +117,9 @@ impl Format {
             Format::Md => "digest.md".into(),
             Format::Html => "digest.html".into(),
             Format::Json => "digest.json".into(),
-            Format::Telegram => numbered("telegram", "html"),
-            Format::Discord => numbered("discord", "json"),
             Format::EmailText => "email.txt".into(),
             Format::EmailHtml => "email.html".into(),
+            Format::Channel(c) => numbered(c.as_str(), c.format().unwrap_or("txt")),
         }
     }
 }
@@ -255,26 +285,11 @@ impl Renderer {
             Format::EmailHtml => vec![self.template("email.html.j2", digest)?],
             Format::EmailText => vec![self.template("email.txt.j2", digest)?],
             Format::Json => vec![serde_json::to_string_pretty(digest)? + "\n"],
-            Format::Telegram => self.telegram(digest)?,
-            Format::Discord => discord::messages(digest, &self.locale)
-                .iter()
-                .map(|m| serde_json::to_string_pretty(m).map(|s| s + "\n"))
-                .collect::<Result<_, _>>()?,
+            Format::Channel(c) => c.render(digest, self)?,
         })
     }
 
-    /// Telegram HTML messages, each at most 4096 characters, split at event boundaries.
-    pub fn telegram(&self, digest: &Digest) -> anyhow::Result<Vec<String>> {
-        let html = self.template("telegram.html.j2", digest)?;
-        let units: Vec<&str> = html
-            .split(UNIT_SEPARATOR)
-            .map(str::trim)
-            .filter(|u| !u.is_empty())
-            .collect();
-        Ok(telegram::pack(&units, telegram::MAX_MESSAGE_CHARS))
-    }
-
-    fn template(&self, name: &str, digest: &Digest) -> anyhow::Result<String> {
+    pub(crate) fn template(&self, name: &str, digest: &Digest) -> anyhow::Result<String> {
         let template = self.env.get_template(name)?;
         let ctx = self.context(digest);
         template

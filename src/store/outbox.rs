@@ -126,6 +126,10 @@ impl Store {
     /// are, so planning twice never doubles a delivery. Returns how many rows were new.
     /// SQLite takes multi-row INSERTs (2,000 rows a statement); Postgres takes the whole
     /// plan as four arrays in one statement (UNNEST), several times faster than VALUES.
+    /// The id is derived from (date, subscriber), so the primary key and the
+    /// (date, subscriber) key name the same row: `ON CONFLICT DO NOTHING` without a target
+    /// covers both, which matters when instances plan the same date at once (with a target,
+    /// a concurrent insert can trip the other key and fail the whole plan).
     pub async fn plan_deliveries(
         &self,
         date: NaiveDate,
@@ -143,7 +147,7 @@ impl Store {
                      SELECT u.id, $1, u.subscriber_id, u.channel, u.destination, 'pending', $2, $3
                      FROM UNNEST($4::TEXT[], $5::BIGINT[], $6::TEXT[], $7::TEXT[])
                           AS u (id, subscriber_id, channel, destination)
-                     ON CONFLICT (digest_date, subscriber_id) DO NOTHING",
+                     ON CONFLICT DO NOTHING",
                 )
                 .bind(date)
                 .bind(ms(now))
@@ -176,7 +180,7 @@ impl Store {
                             .push_bind(ms(now))
                             .push_bind(now);
                     });
-                    query.push(" ON CONFLICT (digest_date, subscriber_id) DO NOTHING");
+                    query.push(" ON CONFLICT DO NOTHING");
                     inserted += query.build().execute(&mut *tx).await?.rows_affected();
                 }
                 tx.commit().await?;

@@ -25,9 +25,9 @@ use axum::response::{IntoResponse, Response};
 use chrono::Utc;
 use serde::Deserialize;
 
+use crate::channels::email::EmailSender;
 use crate::config::{Config, LANGUAGES, Secret};
 use crate::deliver::SendError;
-use crate::deliver::email::EmailSender;
 use crate::model::{Filter, Score};
 use crate::render::{AccountForm, AccountPage, Choice, LinkEmail, Renderer, SettingsForm};
 use crate::store::{Signup, Store};

@@ -13,10 +13,10 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
 
-use crate::bot::discord::{DiscordBot, INTERACTIONS_PATH};
-use crate::bot::telegram::{TelegramBot, WEBHOOK_PATH};
+use crate::channels::discord::bot::{DiscordBot, INTERACTIONS_PATH};
+use crate::channels::telegram::bot::{TelegramBot, WEBHOOK_PATH};
+use crate::channels::telegram::redact_token;
 use crate::deliver::engine::Engine;
-use crate::deliver::telegram::redact_token;
 use crate::metrics::Metrics;
 
 pub mod account;

@@ -204,7 +204,7 @@ async fn webhook_deliveries_are_signed_filtered_retried_and_disabled_per_subscri
             .any(|l| l == "runtime")
     }));
     assert!(events.iter().all(|e| e["score"].as_f64().unwrap() >= 70.0));
-    let expected = kdigest::deliver::webhook::signature(
+    let expected = kdigest::channels::webhook::signature(
         &kdigest::config::Secret::new("s3cret"),
         runtime_body.timestamp.parse().unwrap(),
         &runtime_body.body,

@@ -10,7 +10,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use ed25519_dalek::{Signer, SigningKey};
-use kdigest::bot::discord::{DiscordBot, command_text};
+use kdigest::channels::discord::bot::{DiscordBot, command_text};
 use kdigest::store::Store;
 use kdigest::subscriber::{Address, Status};
 use serde_json::{Value, json};
@@ -61,7 +61,9 @@ impl Mock {
         let reference = json!({"$ref": format!("#/components/schemas/{schema}")});
         let mut problems = schema_problems(&self.spec, &reference, body, schema);
         let total: usize = body["embeds"].as_array().map_or(0, |e| {
-            e.iter().map(kdigest::render::discord::embed_chars).sum()
+            e.iter()
+                .map(kdigest::channels::discord::render::embed_chars)
+                .sum()
         });
         if total > 6000 {
             problems.push(format!("{schema}: {total} characters of embeds"));
@@ -216,8 +218,10 @@ async fn run_once_posts_embeds_to_channels_and_webhooks_and_disables_dead_ones()
         &Default::default(),
         &kdigest::locale::Locale::builtin("en"),
     );
-    let expected =
-        kdigest::render::discord::messages(&english, &kdigest::locale::Locale::builtin("en"));
+    let expected = kdigest::channels::discord::render::messages(
+        &english,
+        &kdigest::locale::Locale::builtin("en"),
+    );
     assert_eq!(
         mock.bodies(&format!("channel:{OK_CHANNEL}")),
         expected,
@@ -394,7 +398,9 @@ async fn the_interactions_endpoint_verifies_signatures_and_runs_the_shared_comma
         "{ok}"
     );
     let s = store
-        .subscriber_by_address(&Address::DiscordChannel(channel))
+        .subscriber_by_address(&Address::Discord(
+            kdigest::channels::discord::Target::Channel(channel),
+        ))
         .await
         .unwrap()
         .unwrap();
@@ -507,14 +513,14 @@ fn real_interaction_payloads_map_to_command_text() {
     raw["data"]["name"] = json!("subscribe");
     let model: serenity::model::application::Interaction =
         serde_json::from_value(raw.clone()).expect("serenity reads the payload");
-    let round_trip = kdigest::bot::discord::gateway_json(&model).unwrap();
+    let round_trip = kdigest::channels::discord::bot::gateway_json(&model).unwrap();
     assert_eq!(
         command_text(&round_trip),
         command_text(&raw),
         "{round_trip:#}"
     );
     assert_eq!(command_text(&raw).as_deref(), Some("/subscribe runtime 70"));
-    assert!(kdigest::bot::discord::can_manage(&round_trip));
+    assert!(kdigest::channels::discord::bot::can_manage(&round_trip));
     // Mapped text goes through the same parser as Telegram's.
     let layers = ["runtime"];
     assert!(matches!(
@@ -532,7 +538,7 @@ async fn slash_commands_are_registered_per_guild_with_typed_options() {
         "[discord]\napi_url = \"{api}\"\ntoken_env = \"{env}\"\napplication_id = 775799577604522054\nguild_id = 290926798626357999\n"
     ))
     .unwrap();
-    kdigest::bot::discord::register_commands(&config)
+    kdigest::channels::discord::bot::register_commands(&config)
         .await
         .unwrap();
     let bodies = mock.bodies("commands:775799577604522054:290926798626357999");

@@ -464,7 +464,7 @@ pub fn serve_account(
     store: &kdigest::store::Store,
     config: &kdigest::config::Config,
     secret: kdigest::config::Secret,
-    mailer: Option<std::sync::Arc<kdigest::deliver::email::EmailSender>>,
+    mailer: Option<std::sync::Arc<kdigest::channels::email::EmailSender>>,
 ) {
     let account =
         kdigest::web::account::Account::new(store.clone(), config, secret, mailer).unwrap();

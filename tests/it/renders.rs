@@ -1,12 +1,13 @@
 //! Renders: snapshots of the fixture day, determinism, and limits under generated inputs.
 
 use chrono::{NaiveDate, TimeZone, Utc};
+use kdigest::channels::discord::render as discord;
 use kdigest::locale::Locale;
 use kdigest::model::{
     Digest, DigestEvent, FailedSource, ItemKind, Score, SourceCount, SourceLink, WatchItem, Window,
 };
 use kdigest::pipeline;
-use kdigest::render::{Format, Renderer, discord};
+use kdigest::render::{Format, Renderer};
 
 use crate::helpers::{
     discord_spec, fixture_config, open_store, schema_problems, spawn_feed_server,
@@ -25,7 +26,9 @@ async fn fixture_renders(language: &str) -> (Digest, Vec<String>, Vec<String>, S
     let r = Renderer::new(language, None).unwrap();
     let md = r.render(&d, Format::Md).unwrap().join("");
     let json = r.render(&d, Format::Json).unwrap().join("");
-    let telegram = r.render(&d, Format::Telegram).unwrap();
+    let telegram = r
+        .render(&d, Format::Channel(kdigest::channels::Channel::Telegram))
+        .unwrap();
     let html = r.render(&d, Format::Html).unwrap().join("");
     (d, vec![md, json], telegram, html)
 }
@@ -236,7 +239,11 @@ fn generated_digests_give_valid_telegram_messages_within_4096() {
     for round in 0..150 {
         let language = if round % 2 == 0 { "zh-CN" } else { "en" };
         let d = generated_digest(&mut g, language);
-        let messages = Renderer::new(language, None).unwrap().telegram(&d).unwrap();
+        let messages = kdigest::channels::telegram::render::messages(
+            &Renderer::new(language, None).unwrap(),
+            &d,
+        )
+        .unwrap();
         assert!(!messages.is_empty());
         for m in &messages {
             let problems = telegram_html_problems(m);

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use base64::Engine as _;
 use chrono::Utc;
+use kdigest::channels::email::EmailSender;
 use kdigest::config::Secret;
-use kdigest::deliver::email::EmailSender;
 use kdigest::model::Score;
 use kdigest::subscriber::{Address, Status};
 use kdigest::tokens::{Purpose, link, sign};

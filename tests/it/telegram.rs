@@ -3,10 +3,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kdigest::bot::telegram::TelegramBot;
+use kdigest::channels::telegram::bot::TelegramBot;
+use kdigest::pipeline;
 use kdigest::store::Store;
 use kdigest::subscriber::{Address, Status};
-use kdigest::{deliver, pipeline};
 
 use crate::helpers::{self, fixture_config, open_store, spawn_feed_server, write_file_config};
 use crate::telegram_mock::{
@@ -55,7 +55,7 @@ fn bot_config(
 /// Long-polls the mock with the real bot until every scripted update is answered, then
 /// shuts the bot down.
 async fn poll_until_settled(config: &kdigest::config::Config, store: &Store, mock: &Mock) {
-    let bot = deliver::telegram::bot(&config.telegram).unwrap();
+    let bot = kdigest::channels::telegram::api_bot(&config.telegram).unwrap();
     let (tx, rx) = tokio::sync::watch::channel(false);
     let handle =
         tokio::spawn(TelegramBot::new(bot, store.clone(), Arc::new(config.clone()), None).poll(rx));
@@ -315,10 +315,11 @@ async fn run_once_delivers_to_telegram_chats_and_handles_each_failure_on_its_own
         .await
         .unwrap()
         .unwrap();
-    let expected = kdigest::render::Renderer::new("zh-CN", None)
-        .unwrap()
-        .telegram(&digest)
-        .unwrap();
+    let expected = kdigest::channels::telegram::render::messages(
+        &kdigest::render::Renderer::new("zh-CN", None).unwrap(),
+        &digest,
+    )
+    .unwrap();
     let got: Vec<String> = texts(&mock, ok_chat);
     assert_eq!(got, expected);
     // A 429 for one chat waits that chat only: the others were done before its retry.
@@ -382,7 +383,7 @@ async fn webhook_mode_accepts_signed_updates_only() {
     );
     let store = open_store(&config).await;
     let mut bot = TelegramBot::new(
-        deliver::telegram::bot(&config.telegram).unwrap(),
+        kdigest::channels::telegram::api_bot(&config.telegram).unwrap(),
         store,
         Arc::new(config.clone()),
         None,

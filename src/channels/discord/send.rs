@@ -1,4 +1,4 @@
-//! Discord channel: the embed messages of render::discord, posted to a channel with the bot
+//! The Discord sender: the embed messages of `render`, posted to a channel with the bot
 //! token or executed on a webhook URL, through serenity's HTTP client. Webhook URLs and the
 //! token are credentials: errors never include them.
 //!
@@ -9,9 +9,9 @@
 use serenity::http::{Http, HttpBuilder, HttpError};
 use serenity::model::id::{ChannelId, WebhookId};
 
-use super::SendError;
+use super::Target;
+use crate::channels::SendError;
 use crate::config::{DiscordConfig, Secret};
-use crate::subscriber::Address;
 
 pub struct DiscordSender {
     /// Client with the bot token, for channel subscribers; None without a token.
@@ -52,14 +52,14 @@ impl DiscordSender {
         }
     }
 
-    pub async fn send(&self, address: &Address, payload: &str) -> Result<(), SendError> {
+    pub async fn send(&self, target: &Target, payload: &str) -> Result<(), SendError> {
         let body: serde_json::Value =
             serde_json::from_str(payload).map_err(|e| SendError::Failed {
                 reason: format!("Discord payload is not JSON: {e}"),
             })?;
-        let webhook = matches!(address, Address::DiscordWebhook(_));
-        let result = match address {
-            Address::DiscordChannel(id) => {
+        let webhook = matches!(target, Target::Webhook(_));
+        let result = match target {
+            Target::Channel(id) => {
                 let Some(bot) = &self.bot else {
                     return Err(SendError::Failed {
                         reason: "No Discord bot token is set (discord.token_env); channel subscribers need one".into(),
@@ -69,7 +69,7 @@ impl DiscordSender {
                     .await
                     .map(|_| ())
             }
-            Address::DiscordWebhook(url) => {
+            Target::Webhook(url) => {
                 let (id, token) = webhook_parts(url).ok_or_else(|| SendError::Permanent {
                     reason: "The Discord webhook URL has no id and token".into(),
                 })?;
@@ -84,11 +84,6 @@ impl DiscordSender {
                     .execute_webhook(WebhookId::new(id), thread, &token, false, Vec::new(), &body)
                     .await
                     .map(|_| ())
-            }
-            other => {
-                return Err(SendError::Permanent {
-                    reason: format!("Address {other} is not a Discord destination"),
-                });
             }
         };
         result.map_err(|e| unauthorized(classify(e), webhook))

@@ -19,7 +19,7 @@ use lettre::transport::smtp::authentication::Credentials;
 use lettre::transport::smtp::client::Tls;
 use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
 
-use super::SendError;
+use crate::channels::SendError;
 use crate::config::{DkimAlgorithm, EmailConfig, Secret, SmtpTls};
 use crate::render::Email;
 use crate::tokens::{Purpose, link};

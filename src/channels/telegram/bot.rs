@@ -17,10 +17,10 @@ use teloxide::types::{
 };
 use tokio::sync::watch;
 
-use super::handlers::{Cooldowns, Ctx, RunTrigger, handle, toggle_layer};
-use super::{MENU, Reply, parse};
+use crate::bot::handlers::{Cooldowns, Ctx, RunTrigger, handle, toggle_layer};
+use crate::bot::{MENU, Reply, parse};
 use crate::config::Config;
-use crate::deliver::telegram::{no_preview, redact_token};
+use super::send::{no_preview, redact_token};
 use crate::locale::Locale;
 use crate::store::Store;
 use crate::subscriber::Address;
@@ -190,7 +190,7 @@ impl TelegramBot {
 
     /// True the first time this telegram update reaches any instance.
     pub async fn first_handling(&self, id: &str) -> bool {
-        super::first_handling(&self.store, "telegram", id).await
+        crate::bot::first_handling(&self.store, "telegram", id).await
     }
 
     pub async fn handle_update(&self, kind: UpdateKind) -> anyhow::Result<()> {
@@ -249,7 +249,7 @@ impl TelegramBot {
             }
             Err(bad) => {
                 let address = Address::Telegram(message.chat.id.0);
-                let language = super::handlers::chat_language(
+                let language = crate::bot::handlers::chat_language(
                     &self.store,
                     &self.config,
                     &address,
@@ -265,11 +265,11 @@ impl TelegramBot {
         let user = message.from.as_ref();
         let needs_manage = matches!(
             command,
-            super::Command::Subscribe { .. }
-                | super::Command::Unsubscribe
-                | super::Command::Layers(Some(_))
-                | super::Command::Threshold(Some(_))
-                | super::Command::Lang(Some(_))
+            crate::bot::Command::Subscribe { .. }
+                | crate::bot::Command::Unsubscribe
+                | crate::bot::Command::Layers(Some(_))
+                | crate::bot::Command::Threshold(Some(_))
+                | crate::bot::Command::Lang(Some(_))
         );
         // Only ask Telegram for membership when the command changes something.
         let can_manage = if needs_manage {
@@ -381,7 +381,7 @@ impl TelegramBot {
                 let renderer = self.renders.renderer(&digest.language)?;
                 // A digest is several messages: spaced by Telegram's one message per second
                 // per chat, and a flood-wait is waited out instead of dropping the rest.
-                for message in renderer.telegram(&digest)? {
+                for message in super::render::messages(&renderer, &digest)? {
                     self.pace(chat).await;
                     with_flood_wait(|| {
                         self.bot
@@ -450,7 +450,7 @@ pub fn keyboard(selected: &BTreeSet<String>, layers: &[&str], t: &Locale) -> Inl
 
 /// The sender's app language (`from.language_code`), when kdigest has it.
 fn client_language(message: &Message) -> Option<String> {
-    super::handlers::client_language(
+    crate::bot::handlers::client_language(
         message
             .from
             .as_ref()

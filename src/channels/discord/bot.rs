@@ -2,7 +2,7 @@
 //! through the HTTP interactions endpoint (`/discord/interactions` on the daemon's web server,
 //! when `discord.public_key` is set: Ed25519 verification with serenity's Verifier, PING
 //! answered with PONG). Either way each command is mapped onto the shared
-//! [`Command`](super::Command) parser and handlers, and replies become interaction responses
+//! [`Command`](crate::bot::Command) parser and handlers, and replies become interaction responses
 //! (ephemeral text, or the digest embeds with follow-up messages when there are more).
 
 use std::sync::Arc;
@@ -12,12 +12,12 @@ use serde_json::{Value, json};
 use serenity::interactions_endpoint::Verifier;
 use serenity::model::id::{ApplicationId, GuildId, WebhookId};
 
-use super::handlers::{Cooldowns, Ctx, handle};
-use super::{Reply, parse};
+use crate::bot::handlers::{Cooldowns, Ctx, handle};
+use crate::bot::{Reply, parse};
 use crate::config::{Config, DiscordConfig, Secret};
-use crate::deliver::discord::client;
+use super::send::client;
 use crate::locale::Locale;
-use crate::render::discord::messages;
+use super::render::messages;
 use crate::store::Store;
 use crate::subscriber::Address;
 use crate::text::truncate_chars;
@@ -199,7 +199,7 @@ impl DiscordBot {
 
     /// True the first time this discord update reaches any instance.
     pub async fn first_handling(&self, id: &str) -> bool {
-        super::first_handling(&self.store, "discord", id).await
+        crate::bot::first_handling(&self.store, "discord", id).await
     }
 
     /// The interaction response for one verified interaction.
@@ -216,13 +216,13 @@ impl DiscordBot {
         else {
             return Ok(ephemeral("This command works in a channel"));
         };
-        let address = Address::DiscordChannel(channel);
+        let address = Address::Discord(super::Target::Channel(channel));
         let layers = self.config.layer_names();
         let command = match parse(&text, None, &layers) {
             Ok(Some(c)) => c,
             Ok(None) => return Ok(ephemeral("This interaction is not supported")),
             Err(bad) => {
-                let language = super::handlers::chat_language(
+                let language = crate::bot::handlers::chat_language(
                     &self.store,
                     &self.config,
                     &address,
@@ -295,7 +295,7 @@ impl DiscordBot {
                     )
                     .await
                 {
-                    tracing::warn!(message = "Discord follow-up message failed", error = %crate::deliver::discord::classify(error));
+                    tracing::warn!(message = "Discord follow-up message failed", error = %super::send::classify(error));
                     return;
                 }
             }
@@ -365,7 +365,7 @@ impl serenity::client::EventHandler for GatewayHandler {
             .create_interaction_response(command.id, &command.token, &response, Vec::new())
             .await
         {
-            tracing::warn!(message = "Cannot answer a Discord interaction", error = %crate::deliver::discord::classify(error));
+            tracing::warn!(message = "Cannot answer a Discord interaction", error = %super::send::classify(error));
         }
     }
 }
@@ -403,7 +403,7 @@ pub async fn run_gateway(
     client.start().await.map_err(|e| {
         anyhow::anyhow!(
             "Discord gateway stopped: {}",
-            crate::deliver::discord::classify(e)
+            super::send::classify(e)
         )
     })
 }
@@ -411,7 +411,7 @@ pub async fn run_gateway(
 /// The invoking user's client language (`locale`, e.g. "en-US"), else the server's
 /// (`guild_locale`), when kdigest has it.
 fn client_language(interaction: &Value) -> Option<String> {
-    super::handlers::client_language(
+    crate::bot::handlers::client_language(
         interaction["locale"]
             .as_str()
             .or(interaction["guild_locale"].as_str()),

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::SendError;
+use crate::channels::SendError;
 use crate::config::Secret;
 use crate::parse::hex;
 

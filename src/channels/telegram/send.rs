@@ -9,9 +9,9 @@ use teloxide::prelude::*;
 use teloxide::types::{LinkPreviewOptions, ParseMode};
 use teloxide::{ApiError, RequestError};
 
-use super::SendError;
+use crate::channels::SendError;
 use crate::config::{Secret, TelegramConfig};
-use crate::subscriber::Address;
+use crate::channels::Address;
 
 static TOKEN: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"bot\d+:[A-Za-z0-9_-]+").expect("valid regex"));
@@ -32,7 +32,7 @@ pub fn no_preview() -> LinkPreviewOptions {
 }
 
 /// A teloxide bot pointed at the configured API URL, with the token from the environment.
-pub fn bot(config: &TelegramConfig) -> Result<Bot, crate::config::ConfigError> {
+pub fn api_bot(config: &TelegramConfig) -> Result<Bot, crate::config::ConfigError> {
     let token = Secret::from_env(&config.token_env, "the Telegram bot token from @BotFather")?;
     Ok(Bot::new(token.expose()).set_api_url(config.api_url.clone()))
 }

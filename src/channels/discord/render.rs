@@ -31,7 +31,7 @@ const GREY: u32 = 0x95_A5_A6;
 pub fn messages(d: &Digest, t: &Locale) -> Vec<Value> {
     let footer = truncate_chars(&format!("{} · {}", d.date, d.generation_mode), FOOTER_MAX);
     let mut embeds = vec![json!({
-        "title": truncate_chars(&esc(&super::dated_title(d)), TITLE_MAX),
+        "title": truncate_chars(&esc(&crate::render::dated_title(d)), TITLE_MAX),
         "description": truncate_chars(&esc(&d.overview), DESCRIPTION_MAX),
         "footer": {"text": footer},
     })];

@@ -1,10 +1,24 @@
-//! Packing Telegram HTML units into messages. Pure.
+//! Telegram HTML messages: the template's units packed into messages. Pure.
 //!
 //! The template keeps every line tag-balanced, so a unit too long for one message can be
 //! split between lines without breaking HTML. Lengths are counted in UTF-16 code units of
 //! the raw HTML, which is never less than what Telegram counts after parsing entities.
 
+use crate::model::Digest;
+use crate::render::{Renderer, UNIT_SEPARATOR};
+
 pub const MAX_MESSAGE_CHARS: usize = 4096;
+
+/// Telegram HTML messages, each at most 4096 characters, split at event boundaries.
+pub fn messages(renderer: &Renderer, digest: &Digest) -> anyhow::Result<Vec<String>> {
+    let html = renderer.template("telegram.html.j2", digest)?;
+    let units: Vec<&str> = html
+        .split(UNIT_SEPARATOR)
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+        .collect();
+    Ok(pack(&units, MAX_MESSAGE_CHARS))
+}
 
 pub fn length(s: &str) -> usize {
     s.encode_utf16().count()

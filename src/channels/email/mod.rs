@@ -1,0 +1,104 @@
+//! Email: the digest as a newsletter through an SMTP relay (lettre), with one-click
+//! unsubscribe and preferences links signed per subscriber. The web sign-up (web/account)
+//! sends its confirmations through the same sender.
+
+pub mod config;
+pub mod send;
+
+use std::sync::Arc;
+
+use super::{ChannelSpec, Meta, SendError};
+use crate::config::{ChannelLimits, Config};
+use crate::model::Digest;
+use crate::render::Renderer;
+
+pub use send::{EmailSender, PREFERENCES_PLACEHOLDER, UNSUBSCRIBE_PLACEHOLDER};
+
+pub struct Spec;
+
+impl ChannelSpec for Spec {
+    const NAME: &'static str = "email";
+    const FORMS: &'static str = "email:<address>";
+    // Gentle on the relay.
+    const LIMITS: ChannelLimits = ChannelLimits {
+        per_sec: 10.0,
+        per_destination_per_sec: 1.0,
+        concurrency: 4,
+    };
+
+    /// A bare mailbox, lower-cased.
+    type Target = String;
+    // Shared: the web sign-up sends its confirmations through the same SMTP pool.
+    type Sender = Arc<EmailSender>;
+
+    fn parse(target: &str) -> Result<String, String> {
+        normalize(target)
+    }
+
+    fn stored(mailbox: &String) -> String {
+        mailbox.clone()
+    }
+
+    /// The unsubscribe and preferences links differ per subscriber: the cached render holds
+    /// placeholders and the sender fills them in.
+    fn render(digest: &Digest, renderer: &Renderer) -> anyhow::Result<Vec<String>> {
+        Ok(vec![serde_json::to_string(&renderer.email(
+            digest,
+            UNSUBSCRIBE_PLACEHOLDER,
+            PREFERENCES_PLACEHOLDER,
+        )?)?])
+    }
+
+    /// Email needs a relay and the key that signs unsubscribe links.
+    fn sender(config: &Config) -> anyhow::Result<Option<Arc<EmailSender>>> {
+        let Some(secret) = crate::tokens::secret_from_env()? else {
+            tracing::info!(
+                message =
+                    "No signing key for unsubscribe links; email subscribers are not delivered to",
+                variable = crate::tokens::SECRET_ENV
+            );
+            return Ok(None);
+        };
+        match EmailSender::new(&config.email, secret) {
+            Ok(sender) => Ok(Some(Arc::new(sender))),
+            Err(error) => {
+                tracing::warn!(message = "Email delivery is off", error = %format!("{error:#}"));
+                Ok(None)
+            }
+        }
+    }
+
+    async fn send(
+        sender: &Arc<EmailSender>,
+        mailbox: &String,
+        message: &str,
+        meta: Meta<'_>,
+    ) -> Result<(), SendError> {
+        sender
+            .send(mailbox, message, meta.delivery_id, meta.subscriber_id)
+            .await
+    }
+}
+
+/// A bare address (`name@example.org`, no display name, comment or angle brackets), ASCII
+/// only, lower-cased, so one mailbox is one subscriber however it is typed. RFC 5321 lets a
+/// server treat the local part's case as significant, but the mail systems readers use do
+/// not, and `Alice@` and `alice@` as two subscribers would mail one reader twice.
+fn normalize(target: &str) -> Result<String, String> {
+    let invalid = || format!("\"{target}\" is not an email address; expected name@example.org");
+    if !target.is_ascii() {
+        return Err(format!(
+            "\"{target}\" has non-ASCII characters; use the ASCII form of the address (the domain in punycode, xn--...)"
+        ));
+    }
+    let parsed: lettre::Address = target.parse().map_err(|_| invalid())?;
+    let domain = parsed.domain().to_ascii_lowercase();
+    let well_formed = domain.contains('.')
+        && !domain.starts_with('.')
+        && !domain.ends_with('.')
+        && target.len() <= 254;
+    if !well_formed {
+        return Err(invalid());
+    }
+    Ok(format!("{}@{domain}", parsed.user().to_ascii_lowercase()))
+}

@@ -1,0 +1,374 @@
+//! Channels: where a digest goes. Each channel is one folder under `src/channels/` holding
+//! everything that is particular to it: its address (parsing, normalisation, the safe
+//! display form, the rate-limit key), its render, its sender with its error
+//! classification, its config section and, where it has one, its bot. The rest of the
+//! program sees only the registry below: [`Channel`], [`Address`], [`Sender`] and the
+//! dispatch functions are generated from one line per channel.
+//!
+//! Adding a channel (docs/channels.md walks through the webhook channel as the example):
+//! write `src/channels/<name>/mod.rs` with a `Spec` that implements [`ChannelSpec`], then add
+//! `Variant => name` to the `registry!` line at the bottom of this file.
+
+use std::fmt;
+use std::hash::Hash;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::{ChannelLimits, Config};
+use crate::model::Digest;
+use crate::render::Renderer;
+
+/// Why one send failed, as the delivery engine needs to know it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SendError {
+    /// Worth retrying: timeouts, 5xx, 429 (with the wait the server asked for).
+    #[error("{reason}")]
+    Transient {
+        reason: String,
+        retry_after: Option<Duration>,
+    },
+    /// The receiver refuses our credentials (a webhook's 401/403): retried like a
+    /// transient fault and never disabling; when most receivers of the channel answer it at
+    /// once, the engine pauses the channel (our signing key changed, not theirs).
+    #[error("{reason}")]
+    Refused { reason: String },
+    /// Never retried; the subscriber is disabled with this reason (blocked, deleted, 404/410).
+    #[error("{reason}")]
+    Permanent { reason: String },
+    /// This message cannot be delivered (too long, rejected markup); not retried, and the
+    /// subscriber stays active.
+    #[error("{reason}")]
+    Failed { reason: String },
+    /// The destination moved (a Telegram group upgraded to a supergroup): store the new
+    /// address and send again.
+    #[error("Destination moved to {0}")]
+    Moved(Address),
+    /// The channel itself is down (SMTP relay unreachable, our login refused): the whole
+    /// channel pauses, the delivery goes back to the queue without using an attempt, and
+    /// nobody is marked bounced or failed.
+    #[error("{reason}")]
+    Outage { reason: String },
+}
+
+/// What a sender may need besides the address and the message.
+#[derive(Debug, Clone, Copy)]
+pub struct Meta<'a> {
+    /// Stable per (digest, subscriber): receivers use it to drop duplicates.
+    pub delivery_id: &'a str,
+    pub subscriber_id: i64,
+}
+
+/// Per-subscriber settings of a channel that are not part of its address: the environment
+/// variable holding a robot's signing secret (never the secret itself) and a robot's
+/// keyword. Stored beside the address (`subscribers.options`, JSON).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Options {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_env: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keyword: Option<String>,
+}
+
+impl Options {
+    pub fn is_empty(&self) -> bool {
+        self.secret_env.is_none() && self.keyword.is_none()
+    }
+
+    /// `None` for no options, else the JSON stored in `subscribers.options`.
+    pub fn to_stored(&self) -> Option<String> {
+        (!self.is_empty()).then(|| serde_json::to_string(self).expect("plain struct"))
+    }
+
+    pub fn from_stored(stored: Option<&str>) -> Result<Options, String> {
+        match stored.map(str::trim).filter(|s| !s.is_empty()) {
+            None => Ok(Options::default()),
+            Some(json) => serde_json::from_str(json)
+                .map_err(|e| format!("stored channel options are not valid: {e}")),
+        }
+    }
+}
+
+/// What one channel is. Implemented by a unit `Spec` in each channel's folder; the registry
+/// calls it with static dispatch.
+// The futures are only awaited inside the crate, where their concrete types (and so their
+// Send-ness) are known.
+#[allow(async_fn_in_trait)]
+pub trait ChannelSpec {
+    /// The channel's name: the address prefix, the `[delivery.<name>]` key, the store's
+    /// `channel` column.
+    const NAME: &'static str;
+    /// The address forms, for help and error texts (`telegram:<chat id>`).
+    const FORMS: &'static str;
+    /// The default `[delivery.<name>]` limits: the platform's published rate limits.
+    const LIMITS: ChannelLimits;
+    /// `render --format <name>` and `demo --format <name>` print this channel's payloads,
+    /// files with this extension under `--out` (channels that post the JSON or email
+    /// renders have no format of their own).
+    const FORMAT: Option<&'static str> = None;
+
+    /// The address within the channel (a chat id, a URL).
+    type Target: Clone + PartialEq + Eq + Hash + fmt::Debug;
+    type Sender;
+
+    /// Parses and normalises the text after `<name>:`; one destination, one form.
+    fn parse(target: &str) -> Result<Self::Target, String>;
+    /// The full form after `<name>:`, credentials included: for the database only.
+    fn stored(target: &Self::Target) -> String;
+    /// The form safe for logs and listings (credentials hidden), without the prefix.
+    fn display(target: &Self::Target) -> String {
+        Self::stored(target)
+    }
+    /// The rate-limit key of the destination (one chat, one robot, one host).
+    fn destination(target: &Self::Target) -> String {
+        format!("{}:{}", Self::NAME, Self::stored(target))
+    }
+    /// Whether the platform limits this destination as a group (Telegram).
+    fn is_group(_target: &Self::Target) -> bool {
+        false
+    }
+    fn options(_target: &Self::Target) -> Options {
+        Options::default()
+    }
+    /// Applies per-subscriber options; channels without any refuse them.
+    fn with_options(target: Self::Target, options: Options) -> Result<Self::Target, String> {
+        if options.is_empty() {
+            Ok(target)
+        } else {
+            Err(format!(
+                "{} addresses take no --secret-env or --keyword (robot channels do)",
+                Self::NAME
+            ))
+        }
+    }
+
+    /// The messages of one filtered digest, in sending order.
+    fn render(digest: &Digest, renderer: &Renderer) -> anyhow::Result<Vec<String>>;
+    /// The sender, or `None` when the channel cannot send here (no token); says why in the
+    /// log.
+    fn sender(config: &Config) -> anyhow::Result<Option<Self::Sender>>;
+    async fn send(
+        sender: &Self::Sender,
+        target: &Self::Target,
+        message: &str,
+        meta: Meta<'_>,
+    ) -> Result<(), SendError>;
+}
+
+macro_rules! registry {
+    ($($variant:ident => $module:ident),* $(,)?) => {
+        $(pub mod $module;)*
+
+        /// The channels kdigest can deliver to.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[serde(rename_all = "lowercase")]
+        pub enum Channel {
+            $($variant),*
+        }
+
+        impl Channel {
+            pub const ALL: &'static [Channel] = &[$(Channel::$variant),*];
+
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Channel::$variant => <$module::Spec as ChannelSpec>::NAME),*
+                }
+            }
+
+            pub fn from_name(name: &str) -> Option<Channel> {
+                Channel::ALL.iter().copied().find(|c| c.as_str() == name)
+            }
+
+            /// The platform's limits, before `[delivery.<name>]` overrides them.
+            pub fn default_limits(self) -> ChannelLimits {
+                match self {
+                    $(Channel::$variant => <$module::Spec as ChannelSpec>::LIMITS),*
+                }
+            }
+
+            /// The file extension of this channel's own render format, if it has one.
+            pub fn format(self) -> Option<&'static str> {
+                match self {
+                    $(Channel::$variant => <$module::Spec as ChannelSpec>::FORMAT),*
+                }
+            }
+
+            /// The messages of one filtered digest for this channel.
+            pub fn render(self, digest: &Digest, renderer: &Renderer) -> anyhow::Result<Vec<String>> {
+                match self {
+                    $(Channel::$variant => <$module::Spec as ChannelSpec>::render(digest, renderer)),*
+                }
+            }
+
+            fn parse(self, target: &str) -> Result<Address, String> {
+                match self {
+                    $(Channel::$variant => <$module::Spec as ChannelSpec>::parse(target).map(Address::$variant)),*
+                }
+            }
+        }
+
+        /// Where one subscriber receives the digest: a channel and its own kind of target.
+        #[derive(Clone, PartialEq, Eq, Hash)]
+        pub enum Address {
+            $($variant(<$module::Spec as ChannelSpec>::Target)),*
+        }
+
+        impl Address {
+            pub fn channel(&self) -> Channel {
+                match self {
+                    $(Address::$variant(_) => Channel::$variant),*
+                }
+            }
+
+            /// The full form, credentials included: for the database only.
+            pub fn to_stored(&self) -> String {
+                match self {
+                    $(Address::$variant(t) => format!(
+                        "{}:{}",
+                        <$module::Spec as ChannelSpec>::NAME,
+                        <$module::Spec as ChannelSpec>::stored(t)
+                    )),*
+                }
+            }
+
+            /// The rate-limit key of the destination (one chat, one channel, one host).
+            pub fn destination_key(&self) -> String {
+                match self {
+                    $(Address::$variant(t) => <$module::Spec as ChannelSpec>::destination(t)),*
+                }
+            }
+
+            /// A destination the platform limits as a group (Telegram groups).
+            pub fn is_group(&self) -> bool {
+                match self {
+                    $(Address::$variant(t) => <$module::Spec as ChannelSpec>::is_group(t)),*
+                }
+            }
+
+            pub fn options(&self) -> Options {
+                match self {
+                    $(Address::$variant(t) => <$module::Spec as ChannelSpec>::options(t)),*
+                }
+            }
+
+            /// The same address with these per-subscriber options.
+            pub fn with_options(self, options: Options) -> Result<Address, String> {
+                match self {
+                    $(Address::$variant(t) => <$module::Spec as ChannelSpec>::with_options(t, options).map(Address::$variant)),*
+                }
+            }
+        }
+
+        /// Safe to log: credentials (tokens in URLs) are hidden.
+        impl fmt::Display for Address {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                match self {
+                    $(Address::$variant(t) => write!(
+                        f,
+                        "{}:{}",
+                        <$module::Spec as ChannelSpec>::NAME,
+                        <$module::Spec as ChannelSpec>::display(t)
+                    )),*
+                }
+            }
+        }
+
+        /// The sender of one channel.
+        pub enum Sender {
+            $($variant(<$module::Spec as ChannelSpec>::Sender)),*
+        }
+
+        impl Sender {
+            pub fn channel(&self) -> Channel {
+                match self {
+                    $(Sender::$variant(_) => Channel::$variant),*
+                }
+            }
+
+            /// Sends one rendered message to one address.
+            pub async fn send(&self, address: &Address, message: &str, meta: Meta<'_>) -> Result<(), SendError> {
+                match (self, address) {
+                    $((Sender::$variant(s), Address::$variant(t)) => {
+                        <$module::Spec as ChannelSpec>::send(s, t, message, meta).await
+                    })*
+                    #[allow(unreachable_patterns)]
+                    (_, other) => Err(SendError::Permanent {
+                        reason: format!(
+                            "Address {other} does not belong to the {} channel",
+                            self.channel().as_str()
+                        ),
+                    }),
+                }
+            }
+        }
+
+        /// Every channel that can send with this configuration, in registry order.
+        pub fn senders(config: &Config) -> anyhow::Result<Vec<Sender>> {
+            let mut senders = Vec::new();
+            $(
+                if let Some(s) = <$module::Spec as ChannelSpec>::sender(config)? {
+                    senders.push(Sender::$variant(s));
+                }
+            )*
+            Ok(senders)
+        }
+
+        /// Every address form, for help and error texts.
+        pub fn address_forms() -> String {
+            [$(<$module::Spec as ChannelSpec>::FORMS),*].join(", ")
+        }
+    };
+}
+
+impl Address {
+    /// Parses `channel:target`, e.g. `email:alice@example.org`.
+    pub fn parse(raw: &str) -> Result<Address, String> {
+        let raw = raw.trim();
+        let Some((scheme, target)) = raw.split_once(':') else {
+            return Err(format!(
+                "\"{raw}\" has no channel prefix; use one of {}",
+                address_forms()
+            ));
+        };
+        match Channel::from_name(scheme) {
+            Some(channel) => channel.parse(target.trim()),
+            None => Err(format!(
+                "\"{scheme}\" is not a channel; use one of {}",
+                address_forms()
+            )),
+        }
+    }
+
+    /// An address as stored: the address column and the options column.
+    pub fn from_stored(address: &str, options: Option<&str>) -> Result<Address, String> {
+        Address::parse(address)?.with_options(Options::from_stored(options)?)
+    }
+}
+
+impl fmt::Debug for Address {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+/// A URL channel target must be https, except on loopback (tests and local receivers).
+pub fn https_or_loopback(url: &url::Url) -> bool {
+    match url.scheme() {
+        "https" => url.host_str().is_some(),
+        "http" => {
+            matches!(
+                url.host(),
+                Some(url::Host::Ipv4(ip)) if ip.is_loopback()
+            ) || matches!(url.host(), Some(url::Host::Ipv6(ip)) if ip.is_loopback())
+                || url.host_str() == Some("localhost")
+        }
+        _ => false,
+    }
+}
+
+registry! {
+    Telegram => telegram,
+    Discord => discord,
+    Email => email,
+    Webhook => webhook,
+}

@@ -1,0 +1,75 @@
+//! Telegram: Telegram-HTML messages through the Bot API (teloxide) to private chats, groups
+//! and channels, and the bot that answers `/digest`, `/subscribe` and the rest.
+
+pub mod bot;
+pub mod config;
+pub mod render;
+pub mod send;
+
+use super::{ChannelSpec, Meta, SendError};
+use crate::config::{ChannelLimits, Config};
+use crate::model::Digest;
+use crate::render::Renderer;
+
+pub use send::{TelegramSender, api_bot, no_preview, redact_token};
+
+pub struct Spec;
+
+impl ChannelSpec for Spec {
+    const NAME: &'static str = "telegram";
+    const FORMS: &'static str = "telegram:<chat id>";
+    // 30 messages/s per bot and 1/s per chat (groups: telegram.group_per_minute).
+    const LIMITS: ChannelLimits = ChannelLimits {
+        per_sec: 30.0,
+        per_destination_per_sec: 1.0,
+        concurrency: 30,
+    };
+    const FORMAT: Option<&'static str> = Some("html");
+
+    /// A private chat, group, supergroup or channel id.
+    type Target = i64;
+    type Sender = TelegramSender;
+
+    fn parse(target: &str) -> Result<i64, String> {
+        target.parse::<i64>().ok().filter(|id| *id != 0).ok_or_else(|| {
+            format!(
+                "\"{target}\" is not a Telegram chat id; expected a number such as 123456789 or -1001234567890"
+            )
+        })
+    }
+
+    fn stored(chat: &i64) -> String {
+        chat.to_string()
+    }
+
+    /// Negative ids are groups and channels, which Telegram limits more tightly.
+    fn is_group(chat: &i64) -> bool {
+        *chat < 0
+    }
+
+    fn render(digest: &Digest, renderer: &Renderer) -> anyhow::Result<Vec<String>> {
+        render::messages(renderer, digest)
+    }
+
+    fn sender(config: &Config) -> anyhow::Result<Option<TelegramSender>> {
+        match api_bot(&config.telegram) {
+            Ok(bot) => Ok(Some(TelegramSender::new(bot))),
+            Err(_) => {
+                tracing::info!(
+                    message = "No Telegram token; Telegram subscribers are not delivered to",
+                    variable = %config.telegram.token_env
+                );
+                Ok(None)
+            }
+        }
+    }
+
+    async fn send(
+        sender: &TelegramSender,
+        chat: &i64,
+        message: &str,
+        _meta: Meta<'_>,
+    ) -> Result<(), SendError> {
+        sender.send(*chat, message).await
+    }
+}

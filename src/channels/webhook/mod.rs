@@ -1,0 +1,86 @@
+//! Generic webhook: the filtered digest as JSON (docs/digest-json.md), signed with
+//! HMAC-SHA256, for bridges and automation tools. The smallest channel, and the worked
+//! example of docs/channels.md.
+
+pub mod send;
+
+use super::{ChannelSpec, Meta, SendError};
+use crate::config::{ChannelLimits, Config, Secret};
+use crate::model::Digest;
+use crate::render::{Format, Renderer};
+
+pub use send::{DELIVERY_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, WebhookSender, signature};
+
+pub struct Spec;
+
+impl ChannelSpec for Spec {
+    const NAME: &'static str = "webhook";
+    const FORMS: &'static str = "webhook:<http(s) URL>";
+    // Each host is its own destination; our own receivers, so generous.
+    const LIMITS: ChannelLimits = ChannelLimits {
+        per_sec: 100.0,
+        per_destination_per_sec: 10.0,
+        concurrency: 32,
+    };
+
+    /// The receiver's URL; it may embed a credential.
+    type Target = url::Url;
+    type Sender = WebhookSender;
+
+    fn parse(target: &str) -> Result<url::Url, String> {
+        let url = url::Url::parse(target).map_err(|e| format!("\"{target}\" is not a URL ({e})"))?;
+        if matches!(url.scheme(), "http" | "https") && url.host_str().is_some() {
+            Ok(url)
+        } else {
+            Err("a webhook address needs an http(s) URL with a host".into())
+        }
+    }
+
+    fn stored(url: &url::Url) -> String {
+        url.to_string()
+    }
+
+    /// Only the host: the path and query may hold a token.
+    fn display(url: &url::Url) -> String {
+        format!("{}://{}/…", url.scheme(), url.host_str().unwrap_or(""))
+    }
+
+    /// One host is one destination (the receiver's capacity, not a platform's quota).
+    fn destination(url: &url::Url) -> String {
+        format!(
+            "{}:{}",
+            url.host_str().unwrap_or(""),
+            url.port_or_known_default().unwrap_or(0)
+        )
+    }
+
+    fn render(digest: &Digest, renderer: &Renderer) -> anyhow::Result<Vec<String>> {
+        renderer.render(digest, Format::Json)
+    }
+
+    /// The signing key comes from the variable named by `delivery.webhook_secret_env`;
+    /// without it webhooks go unsigned and a warning says so.
+    fn sender(config: &Config) -> anyhow::Result<Option<WebhookSender>> {
+        let secret = Secret::from_env(
+            &config.delivery.webhook_secret_env,
+            "the webhook signing key",
+        )
+        .ok();
+        if secret.is_none() {
+            tracing::warn!(
+                message = "Webhook deliveries are not signed; set the signing key to sign them",
+                variable = %config.delivery.webhook_secret_env
+            );
+        }
+        Ok(Some(WebhookSender::new(config.delivery.timeout, secret)?))
+    }
+
+    async fn send(
+        sender: &WebhookSender,
+        url: &url::Url,
+        message: &str,
+        meta: Meta<'_>,
+    ) -> Result<(), SendError> {
+        sender.send(url, message, meta.delivery_id).await
+    }
+}
