@@ -19,6 +19,8 @@ use crate::config::{ChannelLimits, Config};
 use crate::model::Digest;
 use crate::render::Renderer;
 
+pub mod robot;
+
 /// Why one send failed, as the delivery engine needs to know it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SendError {
@@ -43,7 +45,8 @@ pub enum SendError {
     /// The destination moved (a Telegram group upgraded to a supergroup): store the new
     /// address and send again.
     #[error("Destination moved to {0}")]
-    Moved(Address),
+    // Boxed: an address is large next to the other variants' reasons.
+    Moved(Box<Address>),
     /// The channel itself is down (SMTP relay unreachable, our login refused): the whole
     /// channel pauses, the delivery goes back to the queue without using an attempt, and
     /// nobody is marked bounced or failed.
@@ -144,6 +147,11 @@ pub trait ChannelSpec {
 
     /// The messages of one filtered digest, in sending order.
     fn render(digest: &Digest, renderer: &Renderer) -> anyhow::Result<Vec<String>>;
+    /// A short plain message in this channel's payload form (the sign-up's confirmation
+    /// code), for channels that take one.
+    fn note(_text: &str) -> Option<String> {
+        None
+    }
     /// The sender, or `None` when the channel cannot send here (no token); says why in the
     /// log.
     fn sender(config: &Config) -> anyhow::Result<Option<Self::Sender>>;
@@ -198,6 +206,20 @@ macro_rules! registry {
                 match self {
                     $(Channel::$variant => <$module::Spec as ChannelSpec>::render(digest, renderer)),*
                 }
+            }
+
+            /// A short plain message as this channel's payload, if it takes one.
+            pub fn note(self, text: &str) -> Option<String> {
+                match self {
+                    $(Channel::$variant => <$module::Spec as ChannelSpec>::note(text)),*
+                }
+            }
+
+            /// This channel's sender on its own (the web sign-up's confirmation messages).
+            pub fn sender(self, config: &Config) -> anyhow::Result<Option<Sender>> {
+                Ok(match self {
+                    $(Channel::$variant => <$module::Spec as ChannelSpec>::sender(config)?.map(Sender::$variant)),*
+                })
             }
 
             fn parse(self, target: &str) -> Result<Address, String> {
@@ -371,4 +393,8 @@ registry! {
     Discord => discord,
     Email => email,
     Webhook => webhook,
+    Feishu => feishu,
+    Dingtalk => dingtalk,
+    Wecom => wecom,
+    Slack => slack,
 }

@@ -298,7 +298,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             let renderer = Renderer::new(
                 &config.digest.language,
                 config.digest.templates_dir.as_deref(),
-            )?;
+            )?
+            .with_site(config.email.public_url.clone());
             output(&renderer, &digest, format, out.as_deref())
         }
         Command::Explain { event, date } => {
@@ -322,8 +323,14 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Demo { format, lang } => {
             let lang = subscribers::parse_language(lang.as_deref())?;
+            // The site's base from the configuration, if one was given: the robots' "read on
+            // the web" buttons link there.
+            let site = config.as_ref().map(|c| c.email.public_url.clone());
             let digest = crate::demo::run(config, lang.as_deref()).await?;
-            let renderer = Renderer::new(&digest.language, None)?;
+            let mut renderer = Renderer::new(&digest.language, None)?;
+            if let Some(site) = site {
+                renderer = renderer.with_site(site);
+            }
             output(&renderer, &digest, format, None)
         }
     }

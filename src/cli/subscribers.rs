@@ -13,11 +13,13 @@ use crate::subscriber::{Address, Status, Subscriber};
 
 #[derive(Debug, Subcommand)]
 pub enum SubscribersCommand {
-    /// Subscribe an address: telegram:<chat id>, discord:<channel id or webhook URL>, email:<address>, webhook:<URL>
+    /// Subscribe an address: telegram:<chat id>, discord:<channel id or webhook URL>, email:<address>, webhook:<URL>, feishu:|dingtalk:|wecom:|slack:<robot webhook URL>
     Add {
         address: String,
         #[command(flatten)]
         filter: FilterArgs,
+        #[command(flatten)]
+        robot: RobotArgs,
         /// Send a short note on days when nothing matches the filter
         #[arg(long)]
         notify_empty: bool,
@@ -30,6 +32,8 @@ pub enum SubscribersCommand {
         subscriber: String,
         #[command(flatten)]
         filter: FilterArgs,
+        #[command(flatten)]
+        robot: RobotArgs,
         /// Send a short note on days when nothing matches the filter (true or false)
         #[arg(long)]
         notify_empty: Option<bool>,
@@ -54,6 +58,31 @@ pub struct FilterArgs {
     /// zh-CN or en [add default: digest.language]
     #[arg(long)]
     lang: Option<String>,
+}
+
+/// A Feishu or DingTalk robot's security settings.
+#[derive(Debug, Args)]
+pub struct RobotArgs {
+    /// Name of the environment variable holding the robot's signing secret (Feishu, DingTalk)
+    #[arg(long, value_name = "VAR")]
+    secret_env: Option<String>,
+    /// The keyword the robot requires in every message (Feishu, DingTalk)
+    #[arg(long)]
+    keyword: Option<String>,
+}
+
+impl RobotArgs {
+    /// The address with these settings over the ones it has; what is not given stays.
+    fn apply(&self, address: Address) -> Result<Address, UsageError> {
+        let mut options = address.options();
+        if let Some(v) = &self.secret_env {
+            options.secret_env = Some(v.clone());
+        }
+        if let Some(k) = &self.keyword {
+            options.keyword = Some(k.clone());
+        }
+        address.with_options(options).map_err(UsageError)
+    }
 }
 
 impl FilterArgs {
@@ -87,10 +116,12 @@ pub async fn run(
         SubscribersCommand::Add {
             address,
             filter: options,
+            robot,
             notify_empty,
         } => {
             let address =
                 Address::parse(&address).map_err(|e| UsageError(format!("ADDRESS: {e}")))?;
+            let address = robot.apply(address)?;
             let mut filter = Filter {
                 layers: BTreeSet::new(),
                 min_score: config.digest.min_score,
@@ -129,10 +160,12 @@ pub async fn run(
         SubscribersCommand::Set {
             subscriber,
             filter: options,
+            robot,
             notify_empty,
         } => {
             let mut s = find(store, &subscriber).await?;
             options.apply(config, &mut s.filter, &mut s.language)?;
+            s.address = robot.apply(s.address)?;
             if let Some(n) = notify_empty {
                 s.notify_empty = n;
             }

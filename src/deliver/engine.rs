@@ -104,7 +104,10 @@ impl Engine {
             delivery: config.delivery.clone(),
             senders,
             limits,
-            cache: Arc::new(RenderCache::new(config.digest.templates_dir.clone())),
+            cache: Arc::new(
+                RenderCache::new(config.digest.templates_dir.clone())
+                    .with_site(config.email.public_url.clone()),
+            ),
             digests: Mutex::new(BTreeMap::new()),
             metrics,
             health: Health::default(),
@@ -590,7 +593,7 @@ impl Engine {
                     self.store
                         .set_subscriber_address(subscriber.id, &address, Utc::now())
                         .await?;
-                    subscriber.address = address;
+                    subscriber.address = *address;
                     destination = subscriber.address.destination_key();
                     self.store
                         .move_pending_destination(subscriber.id, &destination)

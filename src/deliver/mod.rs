@@ -74,6 +74,7 @@ pub struct RenderCache {
     renders: Mutex<HashMap<RenderKey, Arc<Vec<String>>>>,
     renderers: Mutex<HashMap<String, Arc<Renderer>>>,
     templates_dir: Option<std::path::PathBuf>,
+    site: Option<url::Url>,
 }
 
 impl RenderCache {
@@ -82,6 +83,12 @@ impl RenderCache {
             templates_dir,
             ..RenderCache::default()
         }
+    }
+
+    /// Renders link to the web site under this base URL.
+    pub fn with_site(mut self, site: url::Url) -> RenderCache {
+        self.site = Some(site);
+        self
     }
 
     pub fn messages(
@@ -148,7 +155,11 @@ impl RenderCache {
         if let Some(r) = renderers.get(language) {
             return Ok(r.clone());
         }
-        let r = Arc::new(Renderer::new(language, self.templates_dir.as_deref())?);
+        let mut r = Renderer::new(language, self.templates_dir.as_deref())?;
+        if let Some(site) = &self.site {
+            r = r.with_site(site.clone());
+        }
+        let r = Arc::new(r);
         renderers.insert(language.to_string(), r.clone());
         Ok(r)
     }

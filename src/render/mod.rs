@@ -191,6 +191,8 @@ pub struct Renderer {
     env: Environment<'static>,
     locale: Locale,
     language: String,
+    /// The web site's base URL (`email.public_url`), for "read on the web" links.
+    site: Option<url::Url>,
 }
 
 /// What templates see of one event.
@@ -270,7 +272,19 @@ impl Renderer {
             env,
             locale,
             language: language.to_string(),
+            site: None,
         })
+    }
+
+    /// Links to the web site under this base URL.
+    pub fn with_site(mut self, site: url::Url) -> Renderer {
+        self.site = Some(site);
+        self
+    }
+
+    /// `path` on the web site, when it is known.
+    pub fn site_url(&self, path: &str) -> Option<String> {
+        Some(self.site.as_ref()?.join(path).ok()?.to_string())
     }
 
     pub fn locale(&self) -> &Locale {

@@ -7,10 +7,10 @@ use super::Store;
 use crate::model::{Filter, Score};
 use crate::subscriber::{Address, Status, Subscriber};
 
-const COLUMNS: &str = "id, address, layers, min_score, language, status, status_reason, notify_empty, created_at, updated_at";
+const COLUMNS: &str = "id, address, layers, min_score, language, status, status_reason, notify_empty, created_at, updated_at, options";
 
-const INSERT: &str = "INSERT INTO subscribers (address, channel, layers, min_score, language, status, status_reason, notify_empty, created_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)
+const INSERT: &str = "INSERT INTO subscribers (address, channel, layers, min_score, language, status, status_reason, notify_empty, created_at, updated_at, options)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9, $10)
          ON CONFLICT (address) DO NOTHING RETURNING id";
 
 /// Inserts one subscriber through `$executor` (a pool or a transaction of either engine):
@@ -28,6 +28,7 @@ macro_rules! insert_subscriber {
             .bind(reason(s.status))
             .bind(s.notify_empty)
             .bind($now)
+            .bind(s.address.options().to_stored())
             .fetch_optional($executor)
             .await?;
         id
@@ -162,8 +163,8 @@ impl Store {
         s: &Subscriber,
         now: DateTime<Utc>,
     ) -> anyhow::Result<()> {
-        let sql = "UPDATE subscribers SET layers = $1, min_score = $2, language = $3, notify_empty = $4, updated_at = $5
-             WHERE id = $6";
+        let sql = "UPDATE subscribers SET layers = $1, min_score = $2, language = $3, notify_empty = $4, updated_at = $5,
+             options = $6 WHERE id = $7";
         let layers = layers_column(&s.filter)?;
         on_db!(&self.db, pool => {
             sqlx::query(sql)
@@ -172,6 +173,7 @@ impl Store {
                 .bind(&s.language)
                 .bind(s.notify_empty)
                 .bind(now)
+                .bind(s.address.options().to_stored())
                 .bind(s.id)
                 .execute(pool)
                 .await?;
@@ -351,13 +353,14 @@ where
     for<'r> DateTime<Utc>: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
 {
     let address: String = row.try_get(1)?;
+    let options: Option<String> = row.try_get(10)?;
     let min_score: i64 = row.try_get(3)?;
     let layers: String = row.try_get(2)?;
     let status: String = row.try_get(5)?;
     let status_reason: Option<String> = row.try_get(6)?;
     Ok(Subscriber {
         id: row.try_get(0)?,
-        address: Address::parse(&address)
+        address: Address::from_stored(&address, options.as_deref())
             .map_err(|e| anyhow::anyhow!("Stored subscriber address is invalid: {e}"))?,
         filter: Filter {
             layers: serde_json::from_str(&layers)?,

@@ -17,6 +17,8 @@ mod outbox;
 mod pg;
 mod reference_feeds;
 mod renders;
+mod robots;
+mod robots_mock;
 mod signup;
 mod smtp;
 mod telegram;

@@ -83,7 +83,7 @@ pub fn classify(error: RequestError) -> SendError {
             reason,
             retry_after: Some(secs.duration()),
         },
-        RequestError::MigrateToChatId(id) => SendError::Moved(Address::Telegram(id.0)),
+        RequestError::MigrateToChatId(id) => SendError::Moved(Box::new(Address::Telegram(id.0))),
         RequestError::Network(_) | RequestError::Io(_) | RequestError::InvalidJson { .. } => {
             SendError::Transient {
                 reason,

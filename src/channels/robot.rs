@@ -1,0 +1,491 @@
+//! What the team-chat robots (Feishu, DingTalk, WeCom, Slack) have in common: a robot is an
+//! incoming-webhook URL whose path or query holds its token, optionally a signing secret
+//! (named by an environment variable) and a keyword the platform requires in every message.
+//! Each platform is a [`Platform`] in its own folder; [`RobotSpec`] makes it a channel.
+//!
+//! Renders are JSON payloads, one per message, cut at event boundaries to the platform's
+//! size limit. What differs per subscriber (the keyword, the signature) is added when the
+//! message is sent, so one render serves every robot with the same filter.
+
+use std::marker::PhantomData;
+use std::time::Duration;
+
+use serde_json::Value;
+use sha2::{Digest as _, Sha256};
+
+use super::{ChannelSpec, Meta, Options, SendError};
+use crate::config::{ChannelLimits, Config, Secret};
+use crate::locale::Locale;
+use crate::model::{Digest, DigestEvent};
+use crate::parse::hex;
+use crate::render::Renderer;
+
+/// One robot: where to post, and how it wants to be addressed.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Robot {
+    /// The webhook URL, normalised; it is a credential.
+    pub url: url::Url,
+    /// The environment variable holding the robot's signing secret.
+    pub secret_env: Option<String>,
+    /// A word the robot requires in every message (its "custom keyword" setting).
+    pub keyword: Option<String>,
+}
+
+/// One team-chat platform's particulars.
+pub trait Platform {
+    const NAME: &'static str;
+    const FORMS: &'static str;
+    const LIMITS: ChannelLimits;
+    /// Whether its robots can require a signature and a keyword (Feishu, DingTalk).
+    const SIGNED: bool;
+
+    /// Checks a webhook URL's host and path and keeps only what identifies the robot.
+    fn normalize(url: url::Url) -> Result<url::Url, String>;
+    /// The payloads of one digest. `site` is the digest's page on the web site, if any.
+    fn render(d: &Digest, t: &Locale, site: Option<&str>) -> Vec<Value>;
+    /// A short plain message (the sign-up's confirmation code).
+    fn note(text: &str) -> Value;
+    /// Puts the robot's keyword into a payload.
+    fn add_keyword(payload: &mut Value, keyword: &str);
+    /// Signs one request (Feishu in the body, DingTalk in the query).
+    fn sign(_url: &mut url::Url, _payload: &mut Value, _secret: &Secret, _now_ms: i64) {}
+    /// The platform's answer: `Ok` or how the engine should treat the failure.
+    fn answer(status: u16, retry_after: Option<Duration>, body: &str) -> Result<(), SendError>;
+}
+
+/// A [`Platform`] as a channel of the registry.
+pub struct RobotSpec<P>(PhantomData<P>);
+
+impl<P: Platform> ChannelSpec for RobotSpec<P> {
+    const NAME: &'static str = P::NAME;
+    const FORMS: &'static str = P::FORMS;
+    const LIMITS: ChannelLimits = P::LIMITS;
+    const FORMAT: Option<&'static str> = Some("json");
+
+    type Target = Robot;
+    type Sender = RobotSender;
+
+    fn parse(target: &str) -> Result<Robot, String> {
+        let url = url::Url::parse(target)
+            .map_err(|e| format!("\"{target}\" is not a {} robot URL ({e})", P::NAME))?;
+        if !super::https_or_loopback(&url) {
+            return Err(format!(
+                "a {} robot URL must be https (plain http only on loopback, for tests)",
+                P::NAME
+            ));
+        }
+        Ok(Robot {
+            url: P::normalize(url)?,
+            secret_env: None,
+            keyword: None,
+        })
+    }
+
+    fn stored(robot: &Robot) -> String {
+        robot.url.to_string()
+    }
+
+    /// The host and a fingerprint of the URL: enough to tell robots apart, never the token.
+    fn display(robot: &Robot) -> String {
+        let mut shown = format!(
+            "{}://{}/… [{}]",
+            robot.url.scheme(),
+            robot.url.host_str().unwrap_or(""),
+            fingerprint(&robot.url)
+        );
+        if let Some(var) = &robot.secret_env {
+            shown.push_str(&format!(" signed with ${var}"));
+        }
+        if let Some(k) = &robot.keyword {
+            shown.push_str(&format!(" keyword \"{k}\""));
+        }
+        shown
+    }
+
+    /// The platform limits each robot on its own; the key must not hold the token.
+    fn destination(robot: &Robot) -> String {
+        format!("{}:{}", P::NAME, fingerprint(&robot.url))
+    }
+
+    fn options(robot: &Robot) -> Options {
+        Options {
+            secret_env: robot.secret_env.clone(),
+            keyword: robot.keyword.clone(),
+        }
+    }
+
+    fn with_options(mut robot: Robot, options: Options) -> Result<Robot, String> {
+        if options.is_empty() {
+            return Ok(robot);
+        }
+        if !P::SIGNED {
+            return Err(format!(
+                "{} robots have no signing secret or keyword; leave out --secret-env and --keyword",
+                P::NAME
+            ));
+        }
+        if let Some(var) = &options.secret_env {
+            let valid = !var.is_empty()
+                && var
+                    .chars()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+                && !var.starts_with(|c: char| c.is_ascii_digit());
+            if !valid {
+                return Err(format!(
+                    "--secret-env {var}: expected the name of an environment variable such as KDIGEST_FEISHU_SECRET (the secret itself never goes on the command line)"
+                ));
+            }
+        }
+        if let Some(k) = &options.keyword
+            && (k.trim().is_empty() || k.chars().count() > 50)
+        {
+            return Err(format!(
+                "--keyword \"{k}\": expected the robot's keyword, 1 to 50 characters"
+            ));
+        }
+        robot.secret_env = options.secret_env;
+        robot.keyword = options.keyword;
+        Ok(robot)
+    }
+
+    fn render(digest: &Digest, renderer: &Renderer) -> anyhow::Result<Vec<String>> {
+        let site = renderer.site_url(&format!("digest/{}", digest.date));
+        P::render(digest, renderer.locale(), site.as_deref())
+            .iter()
+            .map(|m| Ok(serde_json::to_string_pretty(m)? + "\n"))
+            .collect()
+    }
+
+    fn note(text: &str) -> Option<String> {
+        Some(P::note(text).to_string())
+    }
+
+    fn sender(config: &Config) -> anyhow::Result<Option<RobotSender>> {
+        Ok(Some(RobotSender::new(config.delivery.timeout)?))
+    }
+
+    async fn send(
+        sender: &RobotSender,
+        robot: &Robot,
+        message: &str,
+        _meta: Meta<'_>,
+    ) -> Result<(), SendError> {
+        sender.post::<P>(robot, message).await
+    }
+}
+
+/// Eight hex digits of the URL's hash: names a robot in logs and the rate-limit tables.
+pub fn fingerprint(url: &url::Url) -> String {
+    hex(&Sha256::digest(url.as_str().as_bytes())[..4])
+}
+
+/// One HTTP client for every robot of a platform.
+pub struct RobotSender {
+    client: reqwest::Client,
+}
+
+impl RobotSender {
+    pub fn new(timeout: Duration) -> anyhow::Result<RobotSender> {
+        let client = reqwest::Client::builder()
+            .timeout(timeout)
+            .connect_timeout(timeout.min(Duration::from_secs(10)))
+            .redirect(reqwest::redirect::Policy::none())
+            .pool_idle_timeout(Duration::from_secs(10))
+            .user_agent(concat!("kdigest/", env!("CARGO_PKG_VERSION")))
+            .build()?;
+        Ok(RobotSender { client })
+    }
+
+    /// Posts one rendered payload, with the robot's keyword and signature added.
+    pub async fn post<P: Platform>(&self, robot: &Robot, message: &str) -> Result<(), SendError> {
+        let mut payload: Value = serde_json::from_str(message).map_err(|e| SendError::Failed {
+            reason: format!("{} payload is not JSON: {e}", P::NAME),
+        })?;
+        if let Some(keyword) = &robot.keyword {
+            P::add_keyword(&mut payload, keyword);
+        }
+        let mut url = robot.url.clone();
+        if let Some(var) = &robot.secret_env {
+            // Read at each send: a rotated secret takes effect without a restart.
+            let secret = Secret::from_env(var, "the robot's signing secret").map_err(|_| {
+                SendError::Transient {
+                    reason: format!(
+                        "{var} is not set, so the {} robot's messages cannot be signed; set it in kdigest's environment",
+                        P::NAME
+                    ),
+                    retry_after: None,
+                }
+            })?;
+            P::sign(
+                &mut url,
+                &mut payload,
+                &secret,
+                chrono::Utc::now().timestamp_millis(),
+            );
+        }
+        let response = self
+            .client
+            .post(url)
+            .header(
+                reqwest::header::CONTENT_TYPE,
+                "application/json; charset=utf-8",
+            )
+            .body(payload.to_string())
+            .send()
+            .await
+            .map_err(|e| SendError::Transient {
+                reason: format!(
+                    "{} request {}: {}",
+                    P::NAME,
+                    if e.is_timeout() {
+                        "timed out"
+                    } else {
+                        "failed"
+                    },
+                    // The URL holds the robot's token.
+                    e.without_url()
+                ),
+                retry_after: None,
+            })?;
+        let status = response.status().as_u16();
+        let retry_after = crate::fetch::retry_after(response.headers());
+        // Bounded: a robot's answer is a few hundred bytes.
+        let body = response.text().await.unwrap_or_default();
+        let body: String = body.chars().take(2_000).collect();
+        P::answer(status, retry_after, &body)
+    }
+}
+
+/// The answer of an HTTP error status no platform code explains.
+pub fn http_status(name: &str, status: u16, retry_after: Option<Duration>) -> SendError {
+    let reason = format!("{name} answered HTTP {status}");
+    match status {
+        408 | 425 | 429 | 500..=599 => SendError::Transient {
+            reason,
+            retry_after,
+        },
+        404 | 410 => SendError::Permanent {
+            reason: format!("{reason}: the robot no longer exists"),
+        },
+        _ => SendError::Failed { reason },
+    }
+}
+
+/// `code` and `msg` of a JSON answer, under the given field names.
+pub fn code_and_message(body: &str, code: &str, message: &str) -> Option<(i64, String)> {
+    let v: Value = serde_json::from_str(body).ok()?;
+    let c = v.get(code)?.as_i64()?;
+    let m = v
+        .get(message)
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    Some((c, m))
+}
+
+/// One piece of a digest as the robots show it, in order: the header, each event (with its
+/// section's heading before the first of the section), the closing notes.
+pub enum Piece<'a> {
+    Header,
+    Event {
+        section: Option<&'a str>,
+        n: usize,
+        event: &'a DigestEvent,
+    },
+    Closing,
+}
+
+pub fn pieces<'a>(d: &'a Digest, t: &'a Locale) -> Vec<Piece<'a>> {
+    let mut out = vec![Piece::Header];
+    let mut n = 0;
+    for (key, events) in d.sections() {
+        for (i, e) in events.iter().enumerate() {
+            n += 1;
+            out.push(Piece::Event {
+                section: (i == 0).then(|| t.get(key)),
+                n: if e.n > 0 { e.n } else { n },
+                event: e,
+            });
+        }
+    }
+    out.push(Piece::Closing);
+    out
+}
+
+/// The closing lines: the empty-day note, the watch list, the generation notes.
+pub fn closing_lines(d: &Digest, t: &Locale) -> (Vec<String>, Vec<String>) {
+    let mut watch = Vec::new();
+    if d.is_empty() {
+        watch.push(t.get("empty").to_string());
+    }
+    watch.extend(d.watchlist.iter().map(|w| w.text.clone()));
+    (watch, crate::render::notes(d, t))
+}
+
+/// Groups units into messages of at most `budget` as `size` measures a message, in order; a
+/// unit too large alone is shortened (`shorten(unit, bytes over)`) until it fits.
+pub fn pack<U>(
+    units: Vec<U>,
+    budget: usize,
+    size: impl Fn(&[U]) -> usize,
+    shorten: impl Fn(U, usize) -> U,
+) -> Vec<Vec<U>> {
+    let mut messages: Vec<Vec<U>> = Vec::new();
+    let mut current: Vec<U> = Vec::new();
+    for unit in units {
+        current.push(unit);
+        if size(&current) <= budget {
+            continue;
+        }
+        let mut unit = current.pop().expect("just pushed");
+        if !current.is_empty() {
+            messages.push(std::mem::take(&mut current));
+        }
+        // Each round cuts at least the excess, so this ends; the bound is a guard.
+        for _ in 0..8 {
+            let alone = size(std::slice::from_ref(&unit));
+            if alone <= budget {
+                break;
+            }
+            unit = shorten(unit, alone - budget);
+        }
+        current.push(unit);
+    }
+    if !current.is_empty() {
+        messages.push(current);
+    }
+    messages
+}
+
+/// `text` shortened by at least `over` bytes, cut at a character boundary, with '…'.
+pub fn shorten_text(text: &str, over: usize) -> String {
+    let keep = text.len().saturating_sub(over + '…'.len_utf8());
+    let mut end = keep.min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", text[..end].trim_end())
+}
+
+/// Feed text inside DingTalk or WeCom markdown, which have no escape character: one line,
+/// and the characters that would start a link, a tag or a mention (`<@all>`) replaced by
+/// their full-width forms, which read the same.
+pub fn plain_markdown(text: &str) -> String {
+    crate::text::collapse_whitespace(text)
+        .chars()
+        .map(|c| match c {
+            '[' => '［',
+            ']' => '］',
+            '<' => '＜',
+            '>' => '＞',
+            c => c,
+        })
+        .collect()
+}
+
+/// A URL inside `[...](...)`: parentheses and spaces percent-encoded.
+pub fn link_url(url: &str) -> String {
+    url.replace('(', "%28")
+        .replace(')', "%29")
+        .replace(' ', "%20")
+}
+
+/// The markdown units (header, events, closing) of DingTalk and WeCom, which differ only in
+/// how a line ends and how a quiet line is shown.
+pub fn markdown_units(
+    d: &Digest,
+    t: &Locale,
+    line: &str,
+    muted: fn(&str) -> String,
+) -> Vec<String> {
+    let esc = plain_markdown;
+    let (watch, notes) = closing_lines(d, t);
+    pieces(d, t)
+        .into_iter()
+        .map(|piece| match piece {
+            Piece::Header => format!("**{}**{line}{}", esc(t.get("overview")), esc(&d.overview)),
+            Piece::Event {
+                section,
+                n,
+                event: e,
+            } => {
+                let mut md = String::new();
+                if let Some(s) = section {
+                    md.push_str(&format!("#### {}{line}", esc(s)));
+                }
+                let title = match e.sources.first() {
+                    Some(s) => format!("[{}]({})", esc(&e.title), link_url(&s.url)),
+                    None => esc(&e.title),
+                };
+                let sources: Vec<String> = e
+                    .sources
+                    .iter()
+                    .enumerate()
+                    .map(|(i, s)| {
+                        format!(
+                            "[{}]({})",
+                            t.fill("source_n", &[("n", &(i + 1).to_string())]),
+                            link_url(&s.url)
+                        )
+                    })
+                    .collect();
+                md.push_str(&format!(
+                    "**{n}. {title}**{line}{}{line}{}{line}**{}** {}",
+                    muted(&format!(
+                        "{} {}/100 · {} {}",
+                        esc(t.get("score")),
+                        e.score,
+                        esc(t.get("layers")),
+                        esc(&e.layers.join(t.get("list_separator")))
+                    )),
+                    esc(&e.summary),
+                    esc(t.get("why")),
+                    esc(&e.why_it_matters),
+                ));
+                if !sources.is_empty() {
+                    md.push_str(&format!("{line}{}", sources.join(" · ")));
+                }
+                md
+            }
+            Piece::Closing => {
+                let mut md = String::new();
+                if !watch.is_empty() {
+                    md.push_str(&format!("**{}**{line}", esc(t.get("watchlist"))));
+                    for w in &watch {
+                        md.push_str(&format!("- {}{line}", esc(w)));
+                    }
+                }
+                md.push_str(&format!("**{}**{line}", esc(t.get("notes"))));
+                for n in &notes {
+                    md.push_str(&muted(&format!("- {}", esc(n))));
+                    md.push_str(line);
+                }
+                md.trim_end().to_string()
+            }
+        })
+        .collect()
+}
+
+/// "(2/3)" after a title when a digest takes several messages.
+pub fn part_suffix(i: usize, total: usize) -> String {
+    if total > 1 {
+        format!(" ({}/{total})", i + 1)
+    } else {
+        String::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packing_keeps_order_and_budget_and_shortens_a_lone_giant() {
+        let units = vec!["aaaa".to_string(), "bb".into(), "c".repeat(30), "dd".into()];
+        let size = |u: &[String]| u.iter().map(String::len).sum::<usize>();
+        let packed = pack(units, 10, size, |u, over| shorten_text(&u, over));
+        assert_eq!(packed[0], vec!["aaaa".to_string(), "bb".into()]);
+        assert!(packed[1][0].len() <= 10 && packed[1][0].ends_with('…'));
+        assert_eq!(packed[2], vec!["dd".to_string()]);
+    }
+}

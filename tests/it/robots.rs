@@ -1,0 +1,430 @@
+//! The team-chat robots (Feishu, DingTalk, WeCom, Slack) through the real delivery engine
+//! and reqwest against the loopback mock of robots_mock.rs: payloads valid and within each
+//! platform's size limits, signed where the robot wants it, keywords added, filters
+//! applied, rate limits never exceeded with multi-message digests to 50 robots, no
+//! broadcast mentions, and every documented error code acted on.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::Utc;
+use kdigest::channels::{Address, Options};
+use kdigest::deliver::engine::Engine;
+use kdigest::metrics::Metrics;
+use kdigest::model::{Digest, Filter, Score};
+use kdigest::pipeline;
+use kdigest::store::Store;
+use kdigest::subscriber::Status;
+
+use crate::helpers::{fixture_config, open_store, run_until_idle, spawn_feed_server};
+use crate::robots_mock::{self, Platform, RobotConf, RobotMock, Scripted};
+
+const DELIVERY_TOML: &str = "[delivery]\nmax_attempts = 3\nbackoff_base_secs = 0.2\nbackoff_max_secs = 3600.0\ntimeout_secs = 2.0\n";
+const ROBOTS: usize = 50;
+const KEYWORD: &str = "GPU日报";
+
+/// The demo day's digest with every event repeated `copies` times (distinct ids, titles
+/// and numbers), for digests that take several messages on every platform.
+fn enlarged(d: &Digest, copies: usize) -> Digest {
+    let mut big = d.clone();
+    let mut n = 0;
+    let mut grow = |events: &Vec<kdigest::model::DigestEvent>| {
+        let mut out = Vec::new();
+        for k in 0..copies {
+            for e in events {
+                let mut e = e.clone();
+                n += 1;
+                e.n = n;
+                e.id = format!("{}-{k}", e.id);
+                if k > 0 {
+                    e.title = format!("{} (#{k})", e.title);
+                }
+                out.push(e);
+            }
+        }
+        out
+    };
+    big.key_changes = grow(&d.key_changes);
+    big.papers = grow(&d.papers);
+    big.other_updates = grow(&d.other_updates);
+    big
+}
+
+struct Setup {
+    mock: Arc<RobotMock>,
+    api: String,
+    store: Store,
+    engine: Arc<Engine>,
+    digest: Digest,
+    _dir: tempfile::TempDir,
+}
+
+async fn setup(copies: usize) -> Setup {
+    let feeds = spawn_feed_server().await;
+    let (api, mock) = robots_mock::spawn().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = fixture_config(&format!("{}/feeds", feeds.base), dir.path(), DELIVERY_TOML);
+    let store = open_store(&config).await;
+    let base = pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
+        .await
+        .unwrap();
+    let engine =
+        Arc::new(Engine::new(store.clone(), &config, Arc::new(Metrics::default())).unwrap());
+    Setup {
+        mock,
+        api,
+        store,
+        engine,
+        digest: enlarged(&base, copies),
+        _dir: dir,
+    }
+}
+
+/// The robot URL of `token` on the mock, as a subscriber address.
+fn url(platform: Platform, api: &str, token: &str) -> String {
+    match platform {
+        Platform::Feishu => format!("feishu:{api}/open-apis/bot/v2/hook/{token}"),
+        Platform::DingTalk => format!("dingtalk:{api}/robot/send?access_token={token}"),
+        Platform::WeCom => format!("wecom:{api}/cgi-bin/webhook/send?key={token}"),
+        Platform::Slack => format!("slack:{api}/services/{token}"),
+    }
+}
+
+fn token(platform: Platform, i: usize) -> String {
+    match platform {
+        Platform::Slack => format!("T0001/B{i:04}/secret{i:04}"),
+        _ => format!("robot-token-{i:04}"),
+    }
+}
+
+async fn subscribe(
+    store: &Store,
+    address: &str,
+    options: Options,
+    layers: &[&str],
+    language: &str,
+) -> i64 {
+    let address = Address::parse(address)
+        .unwrap()
+        .with_options(options)
+        .unwrap();
+    let filter = Filter {
+        layers: layers.iter().map(|s| s.to_string()).collect(),
+        min_score: Score::from_f64(0.0),
+    };
+    store
+        .add_subscriber(
+            &address,
+            &filter,
+            language,
+            &Status::Active,
+            false,
+            Utc::now(),
+        )
+        .await
+        .unwrap()
+        .unwrap()
+}
+
+/// 50 robots of one platform receive a digest of `copies` × the demo day: every fifth one
+/// filtered to the runtime layer, Feishu and DingTalk robots signed (even ones) and
+/// keyword-protected (every third).
+async fn fan_out(platform: Platform, copies: usize, min_gap: Duration) {
+    let s = setup(copies).await;
+    let signs = matches!(platform, Platform::Feishu | Platform::DingTalk);
+    let secret_env = format!("KDIGEST_TEST_ROBOT_SECRET_{platform:?}").to_uppercase();
+    let secret = format!("robot-secret-{platform:?}");
+    unsafe { std::env::set_var(&secret_env, &secret) };
+    let mut filtered = BTreeSet::new();
+    for i in 0..ROBOTS {
+        let signed = signs && i % 2 == 0;
+        let keyword = signs && i % 3 == 1;
+        let t = token(platform, i);
+        s.mock.add(
+            platform,
+            &t,
+            RobotConf {
+                secret: signed.then(|| secret.clone()),
+                keyword: keyword.then(|| KEYWORD.to_string()),
+                ..Default::default()
+            },
+        );
+        let options = Options {
+            secret_env: signed.then(|| secret_env.clone()),
+            keyword: keyword.then(|| KEYWORD.to_string()),
+        };
+        let layers: &[&str] = if i % 5 == 0 { &["runtime"] } else { &[] };
+        if i % 5 == 0 {
+            filtered.insert(t.clone());
+        }
+        let language = if i % 2 == 0 { "zh-CN" } else { "en" };
+        let address = url(platform, &s.api, &t);
+        assert!(
+            !Address::parse(&address).unwrap().to_string().contains(&t),
+            "a robot's token never shows"
+        );
+        subscribe(&s.store, &address, options, layers, language).await;
+    }
+    assert_eq!(s.engine.plan(&s.digest).await.unwrap(), ROBOTS as u64);
+    run_until_idle(&s.engine, Duration::from_secs(10)).await;
+
+    assert_eq!(
+        s.mock.problems.lock().unwrap().clone(),
+        Vec::<String>::new()
+    );
+    let not_runtime: Vec<String> = s
+        .digest
+        .events()
+        .filter(|e| !e.layers.iter().any(|l| l == "runtime"))
+        .map(|e| e.title.chars().take(24).collect())
+        .collect();
+    assert!(!not_runtime.is_empty());
+    let mut fewest = usize::MAX;
+    for i in 0..ROBOTS {
+        let t = token(platform, i);
+        let got = s.mock.accepted(platform, &t);
+        assert_eq!(
+            got.len(),
+            s.mock.requests(platform, &t),
+            "{platform:?} {t}: every request was accepted (signed, keyword, within limits)"
+        );
+        assert!(!got.is_empty(), "{platform:?} {t} received nothing");
+        for pair in got.windows(2) {
+            let gap = pair[1].at - pair[0].at;
+            assert!(
+                gap >= min_gap,
+                "{platform:?} {t}: messages {gap:?} apart, under {min_gap:?}"
+            );
+        }
+        let text: String = got.iter().map(|r| r.body.to_string()).collect();
+        if filtered.contains(&t) {
+            for title in &not_runtime {
+                assert!(
+                    !text.contains(title.as_str()),
+                    "{t} is filtered to runtime but got {title}"
+                );
+            }
+        } else {
+            fewest = fewest.min(got.len());
+        }
+    }
+    assert!(
+        fewest >= 3,
+        "every unfiltered robot got a digest of 3 or more messages (fewest {fewest})"
+    );
+    let counts = s.store.delivery_counts(s.digest.date).await.unwrap();
+    assert_eq!(counts.sent, ROBOTS as i64, "{counts:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn feishu_cards_reach_50_signed_and_keyword_robots_within_20kb_and_5_per_second() {
+    fan_out(Platform::Feishu, 5, Duration::from_millis(990)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dingtalk_markdown_reaches_50_signed_robots_at_under_20_a_minute() {
+    fan_out(Platform::DingTalk, 5, Duration::from_millis(3100)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wecom_markdown_reaches_50_robots_within_4096_bytes_at_under_20_a_minute() {
+    fan_out(Platform::WeCom, 1, Duration::from_millis(3100)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slack_block_kit_reaches_50_webhooks_within_50_blocks_at_one_a_second() {
+    fan_out(Platform::Slack, 4, Duration::from_millis(990)).await;
+}
+
+/// What happened to one subscriber: its status and reason, its delivery's status, and
+/// whether its destination is paused for at least `paused_for`.
+async fn outcome(db: &sqlx::SqlitePool, id: i64) -> (String, String, String) {
+    let (status, reason): (String, Option<String>) =
+        sqlx::query_as("SELECT status, status_reason FROM subscribers WHERE id = $1")
+            .bind(id)
+            .fetch_one(db)
+            .await
+            .unwrap();
+    let delivery: String =
+        sqlx::query_scalar("SELECT status FROM deliveries WHERE subscriber_id = $1")
+            .bind(id)
+            .fetch_one(db)
+            .await
+            .unwrap();
+    (status, reason.unwrap_or_default(), delivery)
+}
+
+async fn paused_secs(db: &sqlx::SqlitePool, channel: &str) -> Vec<i64> {
+    let until: Vec<i64> =
+        sqlx::query_scalar("SELECT paused_until FROM destinations WHERE channel = $1")
+            .bind(channel)
+            .fetch_all(db)
+            .await
+            .unwrap();
+    let now = Utc::now().timestamp_millis();
+    until.into_iter().map(|u| (u - now) / 1000).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_platform_error_code_is_acted_on_as_documented() {
+    let s = setup(1).await;
+    let db = sqlx::SqlitePool::connect(&format!(
+        "sqlite://{}",
+        s._dir.path().join("kdigest.sqlite").display()
+    ))
+    .await
+    .unwrap();
+    let wrong_env = "KDIGEST_TEST_ROBOT_WRONG_SECRET";
+    unsafe { std::env::set_var(wrong_env, "not-the-robots-secret") };
+    let known = |p: Platform, t: &str, conf: RobotConf| s.mock.add(p, t, conf);
+    let script = |answers: Vec<Scripted>| RobotConf {
+        script: answers.into(),
+        ..Default::default()
+    };
+    let keyword_robot = || RobotConf {
+        keyword: Some(KEYWORD.into()),
+        ..Default::default()
+    };
+    let signed_robot = || RobotConf {
+        secret: Some("the-robots-secret".into()),
+        ..Default::default()
+    };
+    use Platform::*;
+    known(Feishu, "kw", keyword_robot());
+    known(Feishu, "badsig", signed_robot());
+    known(
+        Feishu,
+        "busy",
+        script(vec![Scripted::Code(11232, "frequency limited psm")]),
+    );
+    known(
+        Feishu,
+        "flaky",
+        script(vec![Scripted::Http(500, "oops", None)]),
+    );
+    known(DingTalk, "kw", keyword_robot());
+    known(DingTalk, "badsig", signed_robot());
+    known(
+        DingTalk,
+        "throttled",
+        script(vec![Scripted::Code(
+            130101,
+            "send too fast, exceed 20 times per minute",
+        )]),
+    );
+    known(
+        WeCom,
+        "freq",
+        script(vec![Scripted::Code(45009, "api freq out of limit")]),
+    );
+    known(
+        WeCom,
+        "toolong",
+        script(vec![Scripted::Code(
+            40058,
+            "markdown.content exceed max length 4096",
+        )]),
+    );
+    known(
+        Slack,
+        "T1/B1/archived",
+        script(vec![Scripted::Http(410, "channel_is_archived", None)]),
+    );
+    known(
+        Slack,
+        "T1/B1/blocks",
+        script(vec![Scripted::Http(400, "invalid_blocks", None)]),
+    );
+    known(
+        Slack,
+        "T1/B1/limited",
+        script(vec![Scripted::Http(429, "rate_limited", Some(1))]),
+    );
+
+    let add = |p: Platform, t: &'static str, secret_env: Option<&str>| {
+        let store = s.store.clone();
+        let address = url(p, &s.api, t);
+        let options = Options {
+            secret_env: secret_env.map(str::to_string),
+            keyword: None,
+        };
+        async move { subscribe(&store, &address, options, &[], "en").await }
+    };
+    let f_gone = add(Feishu, "gone", None).await;
+    let f_kw = add(Feishu, "kw", None).await;
+    let f_badsig = add(Feishu, "badsig", Some(wrong_env)).await;
+    let f_busy = add(Feishu, "busy", None).await;
+    let f_flaky = add(Feishu, "flaky", None).await;
+    let d_gone = add(DingTalk, "gone", None).await;
+    let d_kw = add(DingTalk, "kw", None).await;
+    let d_badsig = add(DingTalk, "badsig", Some(wrong_env)).await;
+    let d_throttled = add(DingTalk, "throttled", None).await;
+    let w_gone = add(WeCom, "gone", None).await;
+    let w_freq = add(WeCom, "freq", None).await;
+    let w_toolong = add(WeCom, "toolong", None).await;
+    let s_gone = add(Slack, "T1/B1/gone", None).await;
+    let s_archived = add(Slack, "T1/B1/archived", None).await;
+    let s_blocks = add(Slack, "T1/B1/blocks", None).await;
+    let s_limited = add(Slack, "T1/B1/limited", None).await;
+
+    s.engine.plan(&s.digest).await.unwrap();
+    run_until_idle(&s.engine, Duration::from_secs(5)).await;
+
+    let disabled = |(status, reason, delivery): (String, String, String), why: &str| {
+        assert_eq!(status, "disabled", "{reason}");
+        assert!(reason.contains(why), "reason {reason:?} should say {why:?}");
+        assert_eq!(delivery, "failed");
+    };
+    disabled(outcome(&db, f_gone).await, "19001");
+    disabled(outcome(&db, f_kw).await, "--keyword");
+    disabled(outcome(&db, d_gone).await, "300001");
+    disabled(outcome(&db, d_kw).await, "--keyword");
+    disabled(outcome(&db, w_gone).await, "93000");
+    disabled(outcome(&db, s_gone).await, "no_service");
+    disabled(outcome(&db, s_archived).await, "channel_is_archived");
+
+    // A refused signature is retried (up to max_attempts) and never disables: a wrong
+    // clock or a changed address would refuse every robot at once.
+    for (id, platform, t) in [(f_badsig, Feishu, "badsig"), (d_badsig, DingTalk, "badsig")] {
+        let (status, _, delivery) = outcome(&db, id).await;
+        assert_eq!((status.as_str(), delivery.as_str()), ("active", "failed"));
+        assert_eq!(
+            s.mock.requests(platform, t),
+            3,
+            "{platform:?}: retried 3 times"
+        );
+    }
+    // A message the platform refuses fails alone; the subscriber stays.
+    for id in [w_toolong, s_blocks] {
+        let (status, _, delivery) = outcome(&db, id).await;
+        assert_eq!((status.as_str(), delivery.as_str()), ("active", "failed"));
+    }
+    // Retried and delivered: a 500, a 429 with Retry-After.
+    for id in [f_flaky, s_limited] {
+        assert_eq!(outcome(&db, id).await.2, "sent");
+    }
+    // Frequency limits pause that robot and keep its delivery queued: Feishu and WeCom for
+    // a minute (their windows), DingTalk for the 10 minutes it throttles.
+    for (id, channel, at_least) in [
+        (f_busy, "feishu", 50),
+        (w_freq, "wecom", 50),
+        (d_throttled, "dingtalk", 590),
+    ] {
+        let (status, _, delivery) = outcome(&db, id).await;
+        assert_eq!(
+            (status.as_str(), delivery.as_str()),
+            ("active", "pending"),
+            "{channel}"
+        );
+        let paused = paused_secs(&db, channel).await;
+        assert!(
+            paused.iter().any(|secs| *secs >= at_least),
+            "{channel} robot paused for at least {at_least} s: {paused:?}"
+        );
+    }
+    assert_eq!(
+        s.mock.problems.lock().unwrap().clone(),
+        Vec::<String>::new()
+    );
+}
