@@ -35,6 +35,9 @@ pub enum Purpose {
     Confirm,
     Unsubscribe,
     Preferences,
+    /// A team-chat sign-up waiting for the code its robot received: carried by the code
+    /// form, never a link (it confirms nothing without the code). Expires like Confirm.
+    ChatConfirm,
 }
 
 /// How long a confirmation link works.
@@ -47,6 +50,7 @@ impl Purpose {
             Purpose::Confirm => "confirm",
             Purpose::Unsubscribe => "unsubscribe",
             Purpose::Preferences => "preferences",
+            Purpose::ChatConfirm => "chat-confirm",
         }
     }
 }
@@ -64,13 +68,32 @@ pub fn sign(secret: &Secret, purpose: Purpose, id: i64, expires: i64) -> String 
 /// [`CONFIRM_TTL_SECS`]; the others do not.
 pub fn link(base: &url::Url, secret: &Secret, purpose: Purpose, id: i64, now_unix: i64) -> String {
     let expires = match purpose {
-        Purpose::Confirm => now_unix + CONFIRM_TTL_SECS,
+        Purpose::Confirm | Purpose::ChatConfirm => now_unix + CONFIRM_TTL_SECS,
         Purpose::Unsubscribe | Purpose::Preferences => 0,
     };
     let token = sign(secret, purpose, id, expires);
     base.join(&format!("{}/{token}", purpose.as_str()))
         .map(|u| u.to_string())
         .unwrap_or_else(|_| format!("{base}{}/{token}", purpose.as_str()))
+}
+
+/// The confirmation code a team-chat sign-up posts to its robot: eight digits, derived from
+/// the subscriber and the robot's address, so nothing is stored and a code for one robot
+/// does nothing for another.
+pub fn chat_code(secret: &Secret, id: i64, address: &str) -> String {
+    let mac = secret.hmac_sha256(&[format!("chat-code/{id}/{address}").as_bytes()]);
+    let n = u32::from_be_bytes([mac[0], mac[1], mac[2], mac[3]]) % 100_000_000;
+    format!("{n:08}")
+}
+
+/// Compares without an early exit on the first differing byte.
+pub fn same_secret(given: &str, expected: &str) -> bool {
+    given.len() == expected.len()
+        && given
+            .bytes()
+            .zip(expected.bytes())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
 }
 
 /// The subscriber id of a valid token.
@@ -83,14 +106,7 @@ pub fn verify(secret: &Secret, purpose: Purpose, token: &str, now_unix: i64) -> 
         return None;
     }
     let expected = mac(secret, purpose, id, expires);
-    // Constant-time comparison: no early exit on the first differing byte.
-    let same = given.len() == expected.len()
-        && given
-            .bytes()
-            .zip(expected.bytes())
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-            == 0;
-    same.then_some(id)
+    same_secret(given, &expected).then_some(id)
 }
 
 #[cfg(test)]

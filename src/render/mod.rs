@@ -167,6 +167,12 @@ pub struct AccountForm {
     pub button: String,
     /// `Some` shows the email field with this value.
     pub email: Option<String>,
+    /// `Some` shows the team-chat robot fields (URL, keyword) with these values.
+    pub robot: Option<(String, String)>,
+    /// Shows the confirmation-code field.
+    pub code: bool,
+    /// Hidden fields: (name, value).
+    pub hidden: Vec<(String, String)>,
     pub settings: Option<SettingsForm>,
 }
 

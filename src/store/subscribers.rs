@@ -238,7 +238,7 @@ impl Store {
         let layers = layers_column(filter)?;
         let renew =
             "UPDATE subscribers SET layers = $1, min_score = $2, language = $3, status = 'pending',
-                     status_reason = NULL, created_at = $4, updated_at = $4 WHERE id = $5";
+                     status_reason = NULL, created_at = $4, updated_at = $4, options = $6 WHERE id = $5";
         on_db!(&self.db, pool => {
             let mut tx = pool.begin().await?;
             sqlx::query("DELETE FROM subscribers WHERE status = 'pending' AND created_at < $1")
@@ -260,12 +260,19 @@ impl Store {
                     Signup::Pending(id)
                 }
                 Some(s) if matches!(s.status, Status::Pending | Status::Disabled(_)) => {
+                    // A robot's signing secret is the operator's (set from the command
+                    // line); the form may change only its keyword.
+                    let options = crate::channels::Options {
+                        secret_env: s.address.options().secret_env,
+                        keyword: address.options().keyword,
+                    };
                     sqlx::query(renew)
                         .bind(&layers)
                         .bind(min_score_column(filter))
                         .bind(language)
                         .bind(now)
                         .bind(s.id)
+                        .bind(options.to_stored())
                         .execute(&mut *tx)
                         .await?;
                     Signup::Pending(s.id)

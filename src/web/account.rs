@@ -35,19 +35,21 @@ use crate::subscriber::{Address, Subscriber};
 use crate::tokens::{CONFIRM_TTL_SECS, Purpose, link, verify};
 
 pub struct Account {
-    store: Store,
-    secret: Secret,
+    pub(super) store: Store,
+    pub(super) secret: Secret,
+    /// The team-chat channels' senders, for the sign-up's confirmation codes.
+    pub(super) chat_senders: BTreeMap<crate::channels::Channel, crate::channels::Sender>,
     /// Sends confirmation emails; without it sign-up answers 503 (unsubscribe still works).
     mailer: Option<Arc<EmailSender>>,
     renderers: BTreeMap<&'static str, Renderer>,
-    default_language: String,
-    layers: Vec<String>,
-    default_filter: Filter,
-    public_url: url::Url,
+    pub(super) default_language: String,
+    pub(super) layers: Vec<String>,
+    pub(super) default_filter: Filter,
+    pub(super) public_url: url::Url,
     /// Sign-ups per client address and hour, per mailbox and day. Counted in the store, so
     /// every instance behind a load balancer holds the same limits.
-    per_ip_per_hour: i64,
-    per_address_per_day: i64,
+    pub(super) per_ip_per_hour: i64,
+    pub(super) per_address_per_day: i64,
     trust_forwarded_for: bool,
 }
 
@@ -64,9 +66,18 @@ impl Account {
             renderers.insert(*language, renderer);
         }
         let signup = &config.signup;
+        let mut chat_senders = BTreeMap::new();
+        for channel in crate::channels::Channel::ALL {
+            if channel.note("").is_some()
+                && let Some(sender) = channel.sender(config)?
+            {
+                chat_senders.insert(*channel, sender);
+            }
+        }
         Ok(Account {
             store,
             secret,
+            chat_senders,
             mailer,
             renderers,
             default_language: config.digest.language.clone(),
@@ -84,7 +95,7 @@ impl Account {
 
     /// Counts one sign-up attempt on `key` in its window; false when over `limit`. A store
     /// that cannot count refuses (the sign-up could not be stored either).
-    async fn within_limit(&self, key: &str, window_secs: i64, limit: i64) -> bool {
+    pub(super) async fn within_limit(&self, key: &str, window_secs: i64, limit: i64) -> bool {
         match self.store.count_hit(key, window_secs, Utc::now()).await {
             Ok(hits) => hits <= limit,
             Err(error) => {
@@ -99,7 +110,7 @@ impl Account {
         self.mailer.is_some()
     }
 
-    fn renderer(&self, language: &str) -> &Renderer {
+    pub(super) fn renderer(&self, language: &str) -> &Renderer {
         self.renderers
             .get(language)
             .or_else(|| self.renderers.get(self.default_language.as_str()))
@@ -132,7 +143,7 @@ impl Account {
         }
     }
 
-    fn page(&self, status: StatusCode, language: &str, page: &AccountPage) -> Response {
+    pub(super) fn page(&self, status: StatusCode, language: &str, page: &AccountPage) -> Response {
         match self.renderer(language).account_page(page) {
             Ok(body) => html(status, body),
             Err(error) => failure(error),
@@ -140,7 +151,13 @@ impl Account {
     }
 
     /// A page with a title and one paragraph.
-    fn message(&self, status: StatusCode, language: &str, title: &str, text: &str) -> Response {
+    pub(super) fn message(
+        &self,
+        status: StatusCode,
+        language: &str,
+        title: &str,
+        text: &str,
+    ) -> Response {
         let t = self.renderer(language).locale();
         self.page(
             status,
@@ -184,7 +201,7 @@ impl Account {
     }
 
     /// The layer, threshold and language fields, filled in from `filter` and `language`.
-    fn settings_form(&self, filter: &Filter, language: &str) -> SettingsForm {
+    pub(super) fn settings_form(&self, filter: &Filter, language: &str) -> SettingsForm {
         SettingsForm {
             layers: self
                 .layers
@@ -246,6 +263,7 @@ impl Account {
                     button: t.get("signup_button").to_string(),
                     email: Some(email.to_string()),
                     settings: Some(self.settings_form(filter, language)),
+                    ..AccountForm::default()
                 }),
                 switch,
             },
@@ -286,6 +304,7 @@ impl Account {
                     button: t.get("preferences_button").to_string(),
                     email: None,
                     settings: Some(self.settings_form(&subscriber.filter, language)),
+                    ..AccountForm::default()
                 }),
                 ..AccountPage::default()
             },
@@ -295,7 +314,7 @@ impl Account {
     /// The client's address: the socket peer, or behind a trusted reverse proxy the last
     /// X-Forwarded-For entry (the one the proxy added; earlier ones are client-supplied).
     /// When that entry does not parse, the peer: never an earlier, client-chosen entry.
-    fn client_ip(&self, peer: SocketAddr, headers: &HeaderMap) -> IpAddr {
+    pub(super) fn client_ip(&self, peer: SocketAddr, headers: &HeaderMap) -> IpAddr {
         if !self.trust_forwarded_for {
             return peer.ip();
         }
@@ -312,7 +331,7 @@ impl Account {
 
 /// The rate-limit key of a client: its IPv4 address, or the /64 of an IPv6 address (one
 /// host usually has a whole /64 to rotate through).
-fn client_key(ip: IpAddr) -> IpAddr {
+pub(super) fn client_key(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V4(_) => ip,
         IpAddr::V6(v6) => {
@@ -333,23 +352,28 @@ fn html(status: StatusCode, body: String) -> Response {
     response
 }
 
-fn failure(error: anyhow::Error) -> Response {
+pub(super) fn failure(error: anyhow::Error) -> Response {
     tracing::error!(message = "Account page failed", error = %format!("{error:#}"));
     StatusCode::SERVICE_UNAVAILABLE.into_response()
 }
 
 /// What a settings form sends; `layers` repeats, one per ticked box.
 #[derive(Default)]
-struct Fields {
-    email: String,
-    layers: Vec<String>,
-    min_score: Option<String>,
-    language: Option<String>,
+pub(super) struct Fields {
+    pub(super) email: String,
+    pub(super) layers: Vec<String>,
+    pub(super) min_score: Option<String>,
+    pub(super) language: Option<String>,
+    /// The team-chat form: the robot's URL and keyword; the code form: its token and code.
+    pub(super) robot: String,
+    pub(super) keyword: String,
+    pub(super) token: String,
+    pub(super) code: String,
 }
 
 /// The forms post `application/x-www-form-urlencoded`; anything else (text/plain from a
 /// cross-site form, JSON) is refused before it is read.
-fn not_a_form(headers: &HeaderMap) -> Option<Response> {
+pub(super) fn not_a_form(headers: &HeaderMap) -> Option<Response> {
     let form = headers
         .get(axum::http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -367,7 +391,7 @@ fn not_a_form(headers: &HeaderMap) -> Option<Response> {
     })
 }
 
-fn parse_fields(body: &[u8]) -> Fields {
+pub(super) fn parse_fields(body: &[u8]) -> Fields {
     let mut fields = Fields::default();
     for (key, value) in url::form_urlencoded::parse(body) {
         match key.as_ref() {
@@ -375,6 +399,10 @@ fn parse_fields(body: &[u8]) -> Fields {
             "layers" => fields.layers.push(value.into_owned()),
             "min_score" => fields.min_score = Some(value.trim().to_string()),
             "language" => fields.language = Some(value.into_owned()),
+            "robot" => fields.robot = value.trim().to_string(),
+            "keyword" => fields.keyword = value.trim().to_string(),
+            "token" => fields.token = value.trim().to_string(),
+            "code" => fields.code = value.trim().to_string(),
             _ => {}
         }
     }
@@ -382,7 +410,7 @@ fn parse_fields(body: &[u8]) -> Fields {
 }
 
 /// Validates layers, threshold and language; the error is a locale key and its value.
-fn parse_settings(
+pub(super) fn parse_settings(
     fields: &Fields,
     known_layers: &[String],
     default: &Filter,
@@ -412,11 +440,11 @@ fn parse_settings(
 
 #[derive(Deserialize)]
 pub struct LangQuery {
-    lang: Option<String>,
+    pub(super) lang: Option<String>,
 }
 
 /// `?lang=` when supported, else the first supported Accept-Language tag, else `default`.
-fn page_language(query: Option<&str>, headers: &HeaderMap, default: &str) -> String {
+pub(super) fn page_language(query: Option<&str>, headers: &HeaderMap, default: &str) -> String {
     let supported = |tag: &str| {
         let tag = tag.trim().to_ascii_lowercase();
         LANGUAGES

@@ -22,6 +22,7 @@ use crate::metrics::Metrics;
 pub mod account;
 pub mod blog;
 pub mod pages;
+pub mod team;
 
 /// What the web server serves besides health and metrics; each part is optional.
 #[derive(Default, Clone)]
@@ -106,7 +107,19 @@ pub fn router(metrics: Arc<Metrics>, services: Services) -> Router {
             )
             .route(
                 "/preferences/{token}",
-                get(preferences_form).post(preferences).with_state(a),
+                get(preferences_form)
+                    .post(preferences)
+                    .with_state(a.clone()),
+            )
+            .route(
+                "/subscribe/team",
+                get(team::team_form)
+                    .post(team::team_signup)
+                    .with_state(a.clone()),
+            )
+            .route(
+                "/subscribe/team/confirm",
+                post(team::team_confirm).with_state(a),
             );
     }
     if let Some(bot) = telegram {

@@ -428,3 +428,176 @@ async fn each_platform_error_code_is_acted_on_as_documented() {
         Vec::<String>::new()
     );
 }
+
+/// The team-chat form: the robot gets a code, the page asks for it, a wrong code (and a
+/// forged token) does nothing, the right one activates; limited per robot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_team_chat_signs_up_with_the_code_its_robot_received() {
+    let (api, mock) = robots_mock::spawn().await;
+    mock.add(Platform::WeCom, "team-key", RobotConf::default());
+    mock.add(
+        Platform::Feishu,
+        "kw-robot",
+        RobotConf {
+            keyword: Some(KEYWORD.into()),
+            ..Default::default()
+        },
+    );
+    let web = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}/", web.local_addr().unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let config = fixture_config(
+        "http://127.0.0.1:9/feeds",
+        dir.path(),
+        "[signup]\nper_ip_per_hour = 50\nper_address_per_day = 2\n",
+    );
+    let store = open_store(&config).await;
+    let secret = kdigest::config::Secret::new("team-signup-test-key");
+    crate::helpers::serve_account(web, &store, &config, secret.clone(), None);
+    let client = reqwest::Client::new();
+    let post = |path: &str, body: String| {
+        client
+            .post(format!("{base}{path}"))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body)
+            .send()
+    };
+    let form = client
+        .get(format!("{base}subscribe/team?lang=en"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        form.contains("name=\"robot\"") && form.contains("name=\"layers\""),
+        "{form}"
+    );
+
+    let robot = format!("{api}/cgi-bin/webhook/send?key=team-key");
+    let body = |robot: &str, extra: &str| {
+        format!(
+            "robot={}&layers=runtime&min_score=70&language=en{extra}",
+            url::form_urlencoded::byte_serialize(robot.as_bytes()).collect::<String>()
+        )
+    };
+    let answer = post("subscribe/team", body(&robot, "")).await.unwrap();
+    assert_eq!(answer.status(), 200);
+    let page = answer.text().await.unwrap();
+    let token = page
+        .split("name=\"token\" value=\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .expect("the code form carries a token")
+        .to_string();
+    // The robot received the code.
+    let got = mock.accepted(Platform::WeCom, "team-key");
+    assert_eq!(got.len(), 1);
+    let note = got[0].body["text"]["content"].as_str().unwrap().to_string();
+    let code: String = note
+        .split(|c: char| !c.is_ascii_digit())
+        .find(|w| w.len() == 8)
+        .expect("an 8-digit code in the message")
+        .to_string();
+    let address = Address::parse(&format!("wecom:{robot}")).unwrap();
+    let pending = store
+        .subscriber_by_address(&address)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(pending.status, Status::Pending);
+    assert_eq!(pending.filter.min_score, Score::from_f64(70.0));
+
+    // A wrong code, and the email confirmation with this token, change nothing.
+    let wrong = if code == "00000000" {
+        "00000001"
+    } else {
+        "00000000"
+    };
+    let answer = post(
+        "subscribe/team/confirm",
+        format!("token={token}&code={wrong}"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(answer.status(), 400);
+    let answer = client
+        .post(format!("{base}confirm/{token}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        answer.status(),
+        404,
+        "a team-chat token is not an email confirmation"
+    );
+    let forged = token.replacen(&pending.id.to_string(), &(pending.id + 1).to_string(), 1);
+    let answer = post(
+        "subscribe/team/confirm",
+        format!("token={forged}&code={code}"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(answer.status(), 404);
+    assert_eq!(
+        store.subscriber(pending.id).await.unwrap().unwrap().status,
+        Status::Pending
+    );
+    // The right code activates.
+    let answer = post(
+        "subscribe/team/confirm",
+        format!("token={token}&code={code}"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(answer.status(), 200);
+    assert_eq!(
+        store.subscriber(pending.id).await.unwrap().unwrap().status,
+        Status::Active
+    );
+
+    // A keyword robot: the keyword given in the form travels with every message.
+    let kw_robot = format!("{api}/open-apis/bot/v2/hook/kw-robot");
+    let answer = post(
+        "subscribe/team",
+        body(
+            &kw_robot,
+            &format!(
+                "&keyword={}",
+                url::form_urlencoded::byte_serialize(KEYWORD.as_bytes()).collect::<String>()
+            ),
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(answer.status(), 200);
+    assert_eq!(mock.accepted(Platform::Feishu, "kw-robot").len(), 1);
+
+    // Not a robot URL: a clear error; a removed robot: its refusal, and no code page.
+    let answer = post("subscribe/team", body("https://example.org/hook", ""))
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 400);
+    assert!(answer.text().await.unwrap().contains("Feishu"));
+    let gone = format!("{api}/robot/send?access_token=removed");
+    let answer = post("subscribe/team", body(&gone, "")).await.unwrap();
+    assert_eq!(answer.status(), 400);
+    assert!(answer.text().await.unwrap().contains("300001"));
+    // Per robot and day: the third sign-up of one robot is refused.
+    assert_eq!(
+        post("subscribe/team", body(&gone, ""))
+            .await
+            .unwrap()
+            .status(),
+        400
+    );
+    assert_eq!(
+        post("subscribe/team", body(&gone, ""))
+            .await
+            .unwrap()
+            .status(),
+        429
+    );
+    assert_eq!(mock.problems.lock().unwrap().clone(), Vec::<String>::new());
+}
