@@ -463,3 +463,122 @@ async fn status_says_a_dead_lease_holder_is_not_running() {
         "{text}"
     );
 }
+
+/// Robot subscribers from the command line: options, one robot one subscriber, tokens
+/// hidden in listings, clear refusals; and each robot's payloads from `digest --format`.
+#[test]
+fn robot_subscribers_and_their_payloads_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = file_config(dir.path());
+    let token = "c0ffee-robot-token";
+    let feishu = format!("feishu:https://open.feishu.cn/open-apis/bot/v2/hook/{token}");
+    let out = kdigest(
+        &config,
+        &[
+            "subscribers",
+            "add",
+            &feishu,
+            "--secret-env",
+            "KDIGEST_FEISHU_SECRET",
+            "--keyword",
+            "GPU",
+            "--layers",
+            "runtime",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!stdout(&out).contains(token), "{}", stdout(&out));
+    let again = kdigest(
+        &config,
+        &["subscribers", "add", &format!("{feishu}/?from=copy#x")],
+    );
+    assert_eq!(again.status.code(), Some(2));
+    assert!(
+        stderr(&again).contains("already subscribed"),
+        "{}",
+        stderr(&again)
+    );
+    let list = stdout(&kdigest(&config, &["subscribers", "list"]));
+    assert!(
+        list.contains("signed with $KDIGEST_FEISHU_SECRET keyword \"GPU\"")
+            && !list.contains(token),
+        "{list}"
+    );
+    let set = kdigest(
+        &config,
+        &["subscribers", "set", &feishu, "--keyword", "CUDA"],
+    );
+    assert!(
+        stdout(&set).contains("keyword \"CUDA\""),
+        "{}",
+        stderr(&set)
+    );
+    for (args, says) in [
+        (
+            vec![
+                "subscribers",
+                "add",
+                "wecom:https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=k",
+                "--secret-env",
+                "X_SECRET",
+            ],
+            "no signing secret",
+        ),
+        (
+            vec![
+                "subscribers",
+                "add",
+                "slack:http://hooks.slack.com/services/T/B/x",
+            ],
+            "https",
+        ),
+        (
+            vec![
+                "subscribers",
+                "add",
+                "dingtalk:https://oapi.dingtalk.com/robot/send?access_token=t",
+                "--secret-env",
+                "my secret",
+            ],
+            "name of an environment variable",
+        ),
+        (
+            vec![
+                "subscribers",
+                "add",
+                "dingtalk:https://oapi.dingtalk.com/robot/send",
+            ],
+            "access_token=<token>",
+        ),
+    ] {
+        let out = kdigest(&config, &args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&out).contains(says), "{args:?}: {}", stderr(&out));
+    }
+    for format in ["feishu", "dingtalk", "wecom", "slack"] {
+        let out = kdigest(
+            &config,
+            &["digest", "--date", "2026-10-28", "--format", format],
+        );
+        assert!(out.status.success(), "{format}: {}", stderr(&out));
+        let text = stdout(&out);
+        let payloads: Vec<serde_json::Value> = text
+            .split('\n')
+            .filter(|l| !l.starts_with("──── message"))
+            .collect::<Vec<_>>()
+            .join("\n")
+            .split("\n}\n")
+            .filter(|p| !p.trim().is_empty())
+            .map(|p| {
+                serde_json::from_str(&format!("{p}\n}}"))
+                    .unwrap_or_else(|e| panic!("{format}: {e}: {p}"))
+            })
+            .collect();
+        assert!(!payloads.is_empty(), "{format}");
+        let all = text.to_string();
+        assert!(
+            all.contains("CUTLASS 5.0.0"),
+            "{format}: the day's first event"
+        );
+    }
+}

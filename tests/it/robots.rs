@@ -601,3 +601,35 @@ async fn a_team_chat_signs_up_with_the_code_its_robot_received() {
     );
     assert_eq!(mock.problems.lock().unwrap().clone(), Vec::<String>::new());
 }
+
+/// A quiet day renders as one short message on every robot, saying so in the reader's
+/// language (it is sent only to subscribers who asked for a note on empty days).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_day_is_one_short_message_saying_so() {
+    let s = setup(1).await;
+    let mut quiet = s.digest.clone();
+    quiet.key_changes.clear();
+    quiet.papers.clear();
+    quiet.other_updates.clear();
+    quiet.watchlist.clear();
+    use kdigest::channels::Channel;
+    for channel in [
+        Channel::Feishu,
+        Channel::Dingtalk,
+        Channel::Wecom,
+        Channel::Slack,
+    ] {
+        for language in ["zh-CN", "en"] {
+            let renderer = kdigest::render::Renderer::new(language, None).unwrap();
+            let messages = channel.render(&quiet, &renderer).unwrap();
+            assert_eq!(messages.len(), 1, "{channel:?} {language}");
+            let empty = renderer.locale().get("empty");
+            assert!(
+                messages[0].contains(empty),
+                "{channel:?} {language}: {}",
+                messages[0]
+            );
+            serde_json::from_str::<serde_json::Value>(&messages[0]).unwrap();
+        }
+    }
+}
