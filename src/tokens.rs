@@ -78,10 +78,17 @@ pub fn link(base: &url::Url, secret: &Secret, purpose: Purpose, id: i64, now_uni
 }
 
 /// The confirmation code a team-chat sign-up posts to its robot: eight digits, derived from
-/// the subscriber and the robot's address, so nothing is stored and a code for one robot
-/// does nothing for another.
-pub fn chat_code(secret: &Secret, id: i64, address: &str) -> String {
-    let mac = secret.hmac_sha256(&[format!("chat-code/{id}/{address}").as_bytes()]);
+/// the subscriber, the robot's address and the moment of the sign-up (a renewed sign-up
+/// has a new one), so nothing is stored, a code for one robot does nothing for another,
+/// and an old code in the chat's history is void.
+pub fn chat_code(
+    secret: &Secret,
+    id: i64,
+    address: &str,
+    signed_up: chrono::DateTime<chrono::Utc>,
+) -> String {
+    let at = signed_up.timestamp_micros();
+    let mac = secret.hmac_sha256(&[format!("chat-code/{id}/{address}/{at}").as_bytes()]);
     let n = u32::from_be_bytes([mac[0], mac[1], mac[2], mac[3]]) % 100_000_000;
     format!("{n:08}")
 }

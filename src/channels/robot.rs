@@ -21,7 +21,7 @@ use crate::parse::hex;
 use crate::render::Renderer;
 
 /// One robot: where to post, and how it wants to be addressed.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Clone, PartialEq, Eq, Hash)]
 pub struct Robot {
     /// The webhook URL, normalised; it is a credential.
     pub url: url::Url,
@@ -29,6 +29,17 @@ pub struct Robot {
     pub secret_env: Option<String>,
     /// A word the robot requires in every message (its "custom keyword" setting).
     pub keyword: Option<String>,
+}
+
+/// The URL is a credential: Debug shows its fingerprint only.
+impl std::fmt::Debug for Robot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Robot")
+            .field("url", &fingerprint(&self.url))
+            .field("secret_env", &self.secret_env)
+            .field("keyword", &self.keyword)
+            .finish()
+    }
 }
 
 /// One team-chat platform's particulars.
@@ -73,6 +84,16 @@ impl<P: Platform> ChannelSpec for RobotSpec<P> {
                 "a {} robot URL must be https (plain http only on loopback, for tests)",
                 P::NAME
             ));
+        }
+        // One robot, one URL: no credentials or other port in front of the platform's host.
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err(format!(
+                "a {} robot URL has no user name or password",
+                P::NAME
+            ));
+        }
+        if url.scheme() == "https" && url.port().is_some() {
+            return Err(format!("a {} robot URL has no port", P::NAME));
         }
         Ok(Robot {
             url: P::normalize(url)?,
@@ -136,11 +157,16 @@ impl<P: Platform> ChannelSpec for RobotSpec<P> {
                 ));
             }
         }
+        // A keyword goes into every message as written, so it must need no escaping in any
+        // platform's markup (and cannot carry a mention).
         if let Some(k) = &options.keyword
-            && (k.trim().is_empty() || k.chars().count() > 50)
+            && (k.trim().is_empty()
+                || k.chars().count() > 50
+                || k.chars()
+                    .any(|c| c.is_control() || "<>[]()*_~`\\&|#@!".contains(c)))
         {
             return Err(format!(
-                "--keyword \"{k}\": expected the robot's keyword, 1 to 50 characters"
+                "--keyword {k:?}: expected the robot's keyword, 1 to 50 characters without markup characters (<>[]()*_~`\\&|#@!)"
             ));
         }
         robot.secret_env = options.secret_env;
@@ -249,10 +275,17 @@ impl RobotSender {
             })?;
         let status = response.status().as_u16();
         let retry_after = crate::fetch::retry_after(response.headers());
-        // Bounded: a robot's answer is a few hundred bytes.
-        let body = response.text().await.unwrap_or_default();
-        let body: String = body.chars().take(2_000).collect();
-        P::answer(status, retry_after, &body)
+        // A robot's answer is a few hundred bytes; read at most 4 KB of it.
+        let mut response = response;
+        let mut body = Vec::new();
+        while body.len() < 4096 {
+            match response.chunk().await {
+                Ok(Some(chunk)) => body.extend_from_slice(&chunk),
+                _ => break,
+            }
+        }
+        body.truncate(4096);
+        P::answer(status, retry_after, &String::from_utf8_lossy(&body))
     }
 }
 
@@ -266,6 +299,18 @@ pub fn http_status(name: &str, status: u16, retry_after: Option<Duration>) -> Se
         },
         404 | 410 => SendError::Permanent {
             reason: format!("{reason}: the robot no longer exists"),
+        },
+        _ => SendError::Failed { reason },
+    }
+}
+
+/// A code the platform's table does not explain: the HTTP status decides (a 429 or 5xx is
+/// retried), else this message fails and the subscriber stays.
+pub fn unknown_code(status: u16, retry_after: Option<Duration>, reason: String) -> SendError {
+    match status {
+        408 | 425 | 429 | 500..=599 => SendError::Transient {
+            reason,
+            retry_after,
         },
         _ => SendError::Failed { reason },
     }
@@ -371,7 +416,7 @@ pub fn shorten_text(text: &str, over: usize) -> String {
 /// and the characters that would start a link, a tag or a mention (`<@all>`) replaced by
 /// their full-width forms, which read the same.
 pub fn plain_markdown(text: &str) -> String {
-    crate::text::collapse_whitespace(text)
+    let one_line: String = crate::text::collapse_whitespace(text)
         .chars()
         .map(|c| match c {
             '[' => '［',
@@ -380,7 +425,22 @@ pub fn plain_markdown(text: &str) -> String {
             '>' => '＞',
             c => c,
         })
-        .collect()
+        .collect();
+    line_safe(one_line)
+}
+
+/// Text that may start a line without starting a heading, list, quote or rule: a leading
+/// marker gets a zero-width space before it.
+pub fn line_safe(text: String) -> String {
+    let starts_block = text.starts_with(['#', '-', '+', '>', '=', '*', '|'])
+        || text.split_once(['.', ')']).is_some_and(|(n, _)| {
+            !n.is_empty() && n.len() <= 3 && n.chars().all(|c| c.is_ascii_digit())
+        });
+    if starts_block {
+        format!("\u{200b}{text}")
+    } else {
+        text
+    }
 }
 
 /// A URL inside `[...](...)`: parentheses and spaces percent-encoded.

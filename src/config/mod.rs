@@ -135,6 +135,9 @@ pub struct SignupConfig {
     pub per_address_per_day: u32,
     /// Behind a reverse proxy: take the client address from the last X-Forwarded-For entry.
     pub trust_forwarded_for: bool,
+    /// The team-chat form accepts plain-http robot URLs on loopback (tests and local
+    /// bridges only: otherwise a visitor could make the server post to its own ports).
+    pub loopback_robots: bool,
 }
 
 #[derive(Debug, Clone)]

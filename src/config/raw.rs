@@ -345,6 +345,7 @@ pub struct RawSignup {
     pub per_ip_per_hour: u32,
     pub per_address_per_day: u32,
     pub trust_forwarded_for: bool,
+    pub loopback_robots: bool,
 }
 
 impl Default for RawSignup {
@@ -353,6 +354,7 @@ impl Default for RawSignup {
             per_ip_per_hour: 5,
             per_address_per_day: 3,
             trust_forwarded_for: false,
+            loopback_robots: false,
         }
     }
 }

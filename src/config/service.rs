@@ -142,6 +142,7 @@ pub(super) fn validate_signup(raw: RawSignup, problems: &mut Vec<String>) -> Sig
         per_ip_per_hour: raw.per_ip_per_hour.clamp(1, 10_000),
         per_address_per_day: raw.per_address_per_day.clamp(1, 10_000),
         trust_forwarded_for: raw.trust_forwarded_for,
+        loopback_robots: raw.loopback_robots,
     }
 }
 

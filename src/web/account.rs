@@ -50,6 +50,7 @@ pub struct Account {
     /// every instance behind a load balancer holds the same limits.
     pub(super) per_ip_per_hour: i64,
     pub(super) per_address_per_day: i64,
+    pub(super) loopback_robots: bool,
     trust_forwarded_for: bool,
 }
 
@@ -90,6 +91,7 @@ impl Account {
             per_ip_per_hour: i64::from(signup.per_ip_per_hour.max(1)),
             per_address_per_day: i64::from(signup.per_address_per_day.max(1)),
             trust_forwarded_for: signup.trust_forwarded_for,
+            loopback_robots: signup.loopback_robots,
         })
     }
 

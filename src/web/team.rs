@@ -167,15 +167,20 @@ pub async fn team_signup(
     }
     let now = Utc::now();
     let stale = now - chrono::Duration::seconds(CONFIRM_TTL_SECS);
+    let expires = now.timestamp() + CONFIRM_TTL_SECS;
     let (id, text) = match a
         .store
         .signup(&address, &filter, &language, now, stale)
         .await
     {
-        Ok(Signup::Pending(id)) => {
-            let code = chat_code(&a.secret, id, &address.to_stored());
-            (id, t.fill("team_note", &[("code", &code)]))
-        }
+        Ok(Signup::Pending(id)) => match a.store.subscriber(id).await {
+            Ok(Some(s)) => {
+                let code = chat_code(&a.secret, id, &address.to_stored(), s.created_at);
+                (id, t.fill("team_note", &[("code", &code)]))
+            }
+            Ok(None) => return failure(anyhow::anyhow!("sign-up {id} vanished")),
+            Err(error) => return failure(error),
+        },
         Ok(Signup::AlreadySubscribed(id)) => (id, t.get("team_note_known").to_string()),
         Err(error) => return failure(error),
     };
@@ -186,12 +191,7 @@ pub async fn team_signup(
     }
     tracing::info!(message = "Team-chat confirmation code sent", subscriber = id, address = %address);
     // The same page whether the chat was new or subscribed already: the chat learns which.
-    let token = sign(
-        &a.secret,
-        Purpose::ChatConfirm,
-        id,
-        now.timestamp() + CONFIRM_TTL_SECS,
-    );
+    let token = sign(&a.secret, Purpose::ChatConfirm, id, expires);
     code_page(&a, StatusCode::OK, &language, None, &token)
 }
 
@@ -199,6 +199,11 @@ pub async fn team_signup(
 /// channel whose address parsing takes the URL (their paths differ).
 fn robot_address(a: &Account, fields: &Fields) -> Result<Address, String> {
     let raw = fields.robot.as_str();
+    // Only the platforms' own https hosts: anything else would let a visitor make this
+    // server post to addresses of their choosing (its own ports included).
+    if !raw.starts_with("https://") && !a.loopback_robots {
+        return Err("a robot URL starts with https://".into());
+    }
     let address = a
         .chat_senders
         .keys()
@@ -286,7 +291,12 @@ pub async fn team_confirm(
             "signup_limited",
         );
     }
-    let expected = chat_code(&a.secret, id, &subscriber.address.to_stored());
+    let expected = chat_code(
+        &a.secret,
+        id,
+        &subscriber.address.to_stored(),
+        subscriber.created_at,
+    );
     if !same_secret(&fields.code, &expected) {
         let error = a
             .renderer(&language)

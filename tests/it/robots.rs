@@ -180,6 +180,12 @@ async fn fan_out(platform: Platform, copies: usize, min_gap: Duration) {
         .map(|e| e.title.chars().take(24).collect())
         .collect();
     assert!(!not_runtime.is_empty());
+    let runtime: Vec<String> = s
+        .digest
+        .events()
+        .filter(|e| e.layers.iter().any(|l| l == "runtime"))
+        .map(|e| e.title.chars().take(24).collect())
+        .collect();
     let mut fewest = usize::MAX;
     for i in 0..ROBOTS {
         let t = token(platform, i);
@@ -205,6 +211,10 @@ async fn fan_out(platform: Platform, copies: usize, min_gap: Duration) {
                     "{t} is filtered to runtime but got {title}"
                 );
             }
+            assert!(
+                runtime.iter().any(|title| text.contains(title.as_str())),
+                "{t} got its runtime events"
+            );
         } else {
             fewest = fewest.min(got.len());
         }
@@ -384,16 +394,12 @@ async fn each_platform_error_code_is_acted_on_as_documented() {
     disabled(outcome(&db, s_gone).await, "no_service");
     disabled(outcome(&db, s_archived).await, "channel_is_archived");
 
-    // A refused signature is retried (up to max_attempts) and never disables: a wrong
-    // clock or a changed address would refuse every robot at once.
+    // A refused signature fails that delivery with the fix, is not retried, and never
+    // disables or pauses the channel (it is the robot's own setting, or our clock).
     for (id, platform, t) in [(f_badsig, Feishu, "badsig"), (d_badsig, DingTalk, "badsig")] {
         let (status, _, delivery) = outcome(&db, id).await;
         assert_eq!((status.as_str(), delivery.as_str()), ("active", "failed"));
-        assert_eq!(
-            s.mock.requests(platform, t),
-            3,
-            "{platform:?}: retried 3 times"
-        );
+        assert_eq!(s.mock.requests(platform, t), 1, "{platform:?}: not retried");
     }
     // A message the platform refuses fails alone; the subscriber stays.
     for id in [w_toolong, s_blocks] {
@@ -429,6 +435,135 @@ async fn each_platform_error_code_is_acted_on_as_documented() {
     );
 }
 
+fn token_of(page: &str) -> String {
+    page.split("name=\"token\" value=\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .expect("the code form carries a token")
+        .to_string()
+}
+
+fn code_of(note: &str) -> String {
+    note.split(|c: char| !c.is_ascii_digit())
+        .find(|w| w.len() == 8)
+        .expect("an 8-digit code in the message")
+        .to_string()
+}
+
+/// The form takes only https robot URLs unless `signup.loopback_robots` (tests) says
+/// otherwise: a visitor cannot make the server post to its own ports.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_team_chat_form_takes_only_https_robot_urls() {
+    let (api, mock) = robots_mock::spawn().await;
+    mock.add(Platform::Slack, "T/B/x", RobotConf::default());
+    let web = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}/", web.local_addr().unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let config = fixture_config("http://127.0.0.1:9/feeds", dir.path(), "");
+    let store = open_store(&config).await;
+    crate::helpers::serve_account(
+        web,
+        &store,
+        &config,
+        kdigest::config::Secret::new("k"),
+        None,
+    );
+    for robot in [
+        format!("{api}/services/T/B/x"),
+        "https://user@hooks.slack.com/services/T/B/x".to_string(),
+        "https://hooks.slack.com:8443/services/T/B/x".to_string(),
+        "https://evil.example/services/T/B/x".to_string(),
+    ] {
+        let answer = reqwest::Client::new()
+            .post(format!("{base}subscribe/team"))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(format!(
+                "robot={}",
+                url::form_urlencoded::byte_serialize(robot.as_bytes()).collect::<String>()
+            ))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), 400, "{robot}");
+    }
+    assert_eq!(
+        mock.requests(Platform::Slack, "T/B/x"),
+        0,
+        "nothing was posted"
+    );
+}
+
+/// Feed text written to mention everyone, inject links or start markup stays text on every
+/// platform, in both languages.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_feed_text_cannot_mention_link_or_format_on_any_robot() {
+    let s = setup(1).await;
+    let mut d = s.digest.clone();
+    let hostile = "<at id=all></at> <at user_id=\"all\">x</at> <!channel> <!here> <@all> @all [click](http://evil.example) <http://evil.example|click> &lt;!here&gt;\n# heading\n- item *bold* `code`";
+    d.overview = hostile.into();
+    for e in d.key_changes.iter_mut().chain(d.papers.iter_mut()) {
+        e.title = hostile.into();
+        e.summary = hostile.into();
+        e.why_it_matters = hostile.into();
+    }
+    for w in d.watchlist.iter_mut() {
+        w.text = hostile.into();
+    }
+    use kdigest::channels::Channel;
+    fn strings(v: &serde_json::Value, out: &mut Vec<String>) {
+        match v {
+            serde_json::Value::String(s) => out.push(s.clone()),
+            serde_json::Value::Array(a) => a.iter().for_each(|x| strings(x, out)),
+            serde_json::Value::Object(o) => o.values().for_each(|x| strings(x, out)),
+            _ => {}
+        }
+    }
+    for channel in [
+        Channel::Feishu,
+        Channel::Dingtalk,
+        Channel::Wecom,
+        Channel::Slack,
+    ] {
+        for language in ["zh-CN", "en"] {
+            let renderer = kdigest::render::Renderer::new(language, None).unwrap();
+            for message in channel.render(&d, &renderer).unwrap() {
+                let v: serde_json::Value = serde_json::from_str(&message).unwrap();
+                assert_ne!(v["at"]["isAtAll"], true);
+                let mut texts = Vec::new();
+                strings(&v, &mut texts);
+                // Slack has no [text](url) links: only its <url|text> form is a link there.
+                let markdown_link = if channel == Channel::Slack {
+                    "<http://evil"
+                } else {
+                    "](http://evil"
+                };
+                for text in texts {
+                    for bad in [
+                        "<at",
+                        "<!channel>",
+                        "<!here>",
+                        "<@",
+                        markdown_link,
+                        "<http://evil",
+                    ] {
+                        assert!(
+                            !text.contains(bad),
+                            "{channel:?} {language}: {bad} in {text}"
+                        );
+                    }
+                    for line in text.lines() {
+                        let line = line.trim_start();
+                        assert!(
+                            !line.starts_with("# heading") && !line.starts_with("- item"),
+                            "{channel:?} {language}: feed text starts a block: {line}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// The team-chat form: the robot gets a code, the page asks for it, a wrong code (and a
 /// forged token) does nothing, the right one activates; limited per robot.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -449,7 +584,7 @@ async fn a_team_chat_signs_up_with_the_code_its_robot_received() {
     let config = fixture_config(
         "http://127.0.0.1:9/feeds",
         dir.path(),
-        "[signup]\nper_ip_per_hour = 50\nper_address_per_day = 2\n",
+        "[signup]\nper_ip_per_hour = 50\nper_address_per_day = 2\nloopback_robots = true\n",
     );
     let store = open_store(&config).await;
     let secret = kdigest::config::Secret::new("team-signup-test-key");
@@ -485,21 +620,12 @@ async fn a_team_chat_signs_up_with_the_code_its_robot_received() {
     let answer = post("subscribe/team", body(&robot, "")).await.unwrap();
     assert_eq!(answer.status(), 200);
     let page = answer.text().await.unwrap();
-    let token = page
-        .split("name=\"token\" value=\"")
-        .nth(1)
-        .and_then(|r| r.split('"').next())
-        .expect("the code form carries a token")
-        .to_string();
+    let token = token_of(&page);
     // The robot received the code.
     let got = mock.accepted(Platform::WeCom, "team-key");
     assert_eq!(got.len(), 1);
     let note = got[0].body["text"]["content"].as_str().unwrap().to_string();
-    let code: String = note
-        .split(|c: char| !c.is_ascii_digit())
-        .find(|w| w.len() == 8)
-        .expect("an 8-digit code in the message")
-        .to_string();
+    let code = code_of(&note);
     let address = Address::parse(&format!("wecom:{robot}")).unwrap();
     let pending = store
         .subscriber_by_address(&address)
@@ -572,7 +698,51 @@ async fn a_team_chat_signs_up_with_the_code_its_robot_received() {
     .await
     .unwrap();
     assert_eq!(answer.status(), 200);
-    assert_eq!(mock.accepted(Platform::Feishu, "kw-robot").len(), 1);
+    let kw_token = token_of(&answer.text().await.unwrap());
+    let got = mock.accepted(Platform::Feishu, "kw-robot");
+    assert_eq!(got.len(), 1);
+    let kw_code = code_of(got[0].body["content"]["text"].as_str().unwrap());
+    // The WeCom robot's code does nothing for this sign-up; five tries an hour, then even
+    // the right code is refused.
+    for attempt in [
+        code.clone(),
+        wrong.to_string(),
+        wrong.into(),
+        wrong.into(),
+        wrong.into(),
+    ] {
+        let answer = post(
+            "subscribe/team/confirm",
+            format!("token={kw_token}&code={attempt}"),
+        )
+        .await
+        .unwrap();
+        assert_eq!(answer.status(), 400, "{attempt}");
+    }
+    let answer = post(
+        "subscribe/team/confirm",
+        format!("token={kw_token}&code={kw_code}"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(answer.status(), 429);
+    // Signing up again gives a new code: the one in the chat's history is void.
+    let again = post(
+        "subscribe/team",
+        body(
+            &kw_robot,
+            &format!(
+                "&keyword={}",
+                url::form_urlencoded::byte_serialize(KEYWORD.as_bytes()).collect::<String>()
+            ),
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(again.status(), 200);
+    let got = mock.accepted(Platform::Feishu, "kw-robot");
+    let new_code = code_of(got[1].body["content"]["text"].as_str().unwrap());
+    assert_ne!(new_code, kw_code);
 
     // Not a robot URL: a clear error; a removed robot: its refusal, and no code page.
     let answer = post("subscribe/team", body("https://example.org/hook", ""))

@@ -15,12 +15,19 @@ use crate::render::Renderer;
 pub use send::DiscordSender;
 
 /// Where a Discord subscriber receives the digest.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Clone, PartialEq, Eq, Hash)]
 pub enum Target {
     /// A channel id (sent through the bot token).
     Channel(u64),
     /// A webhook URL; it is a credential.
     Webhook(url::Url),
+}
+
+/// A webhook URL is a credential: Debug shows the safe form.
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&<Spec as ChannelSpec>::display(self))
+    }
 }
 
 pub struct Spec;

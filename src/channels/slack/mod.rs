@@ -31,10 +31,11 @@ pub const CONTEXT_ELEMENTS_MAX: usize = 10;
 impl Platform for Slack {
     const NAME: &'static str = "slack";
     const FORMS: &'static str = "slack:<incoming webhook URL>";
+    // About one a second per webhook; nothing documented across webhooks.
     const LIMITS: ChannelLimits = ChannelLimits {
-        per_sec: 50.0,
+        per_sec: 200.0,
         per_destination_per_sec: 1.0,
-        concurrency: 32,
+        concurrency: 256,
     };
     const SIGNED: bool = false;
 
@@ -68,10 +69,15 @@ impl Platform for Slack {
             .into_iter()
             .enumerate()
             .map(|(i, group)| {
-                let heading = format!("{title}{}", robot::part_suffix(i, total));
+                let suffix = robot::part_suffix(i, total);
+                // The title is cut, never the part number.
+                let heading = format!(
+                    "{}{suffix}",
+                    truncate_chars(&title, HEADER_TEXT_MAX - suffix.chars().count())
+                );
                 let mut blocks = vec![json!({
                     "type": "header",
-                    "text": {"type": "plain_text", "text": truncate_chars(&heading, HEADER_TEXT_MAX), "emoji": false},
+                    "text": {"type": "plain_text", "text": heading, "emoji": false},
                 })];
                 blocks.extend(group.into_iter().flatten());
                 json!({
@@ -186,7 +192,10 @@ fn units(d: &Digest, t: &Locale, site: Option<&str>) -> Vec<Vec<Value>> {
 /// Slack's mrkdwn escaping: `&`, `<` and `>`, which also keeps feed text from forming
 /// `<!channel>` or `<@U…>` mentions.
 pub fn escape(text: &str) -> String {
-    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+    crate::text::collapse_whitespace(text)
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }
 
 /// The label of a `<url|label>` link: escaped, and without `|`, which would end it.
