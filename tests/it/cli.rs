@@ -581,4 +581,18 @@ fn robot_subscribers_and_their_payloads_from_the_command_line() {
             "{format}: the day's first event"
         );
     }
+    // `demo --format` prints the same kind of payloads, with no configuration at all.
+    let demo = std::process::Command::new(env!("CARGO_BIN_EXE_kdigest"))
+        .args(["demo", "--format", "wecom"])
+        .current_dir(dir.path())
+        .env_remove("KDIGEST_CONFIG")
+        .env("RUST_LOG", "error")
+        .output()
+        .unwrap();
+    assert!(demo.status.success(), "{}", stderr(&demo));
+    assert!(
+        stdout(&demo).contains("\"msgtype\": \"markdown\""),
+        "{}",
+        stdout(&demo)
+    );
 }
