@@ -685,18 +685,14 @@ async fn a_team_chat_signs_up_with_the_code_its_robot_received() {
 
     // A keyword robot: the keyword given in the form travels with every message.
     let kw_robot = format!("{api}/open-apis/bot/v2/hook/kw-robot");
-    let answer = post(
-        "subscribe/team",
-        body(
-            &kw_robot,
-            &format!(
-                "&keyword={}",
-                url::form_urlencoded::byte_serialize(KEYWORD.as_bytes()).collect::<String>()
-            ),
+    let kw_form = body(
+        &kw_robot,
+        &format!(
+            "&keyword={}",
+            url::form_urlencoded::byte_serialize(KEYWORD.as_bytes()).collect::<String>()
         ),
-    )
-    .await
-    .unwrap();
+    );
+    let answer = post("subscribe/team", kw_form.clone()).await.unwrap();
     assert_eq!(answer.status(), 200);
     let kw_token = token_of(&answer.text().await.unwrap());
     let got = mock.accepted(Platform::Feishu, "kw-robot");
@@ -727,18 +723,7 @@ async fn a_team_chat_signs_up_with_the_code_its_robot_received() {
     .unwrap();
     assert_eq!(answer.status(), 429);
     // Signing up again gives a new code: the one in the chat's history is void.
-    let again = post(
-        "subscribe/team",
-        body(
-            &kw_robot,
-            &format!(
-                "&keyword={}",
-                url::form_urlencoded::byte_serialize(KEYWORD.as_bytes()).collect::<String>()
-            ),
-        ),
-    )
-    .await
-    .unwrap();
+    let again = post("subscribe/team", kw_form).await.unwrap();
     assert_eq!(again.status(), 200);
     let got = mock.accepted(Platform::Feishu, "kw-robot");
     let new_code = code_of(got[1].body["content"]["text"].as_str().unwrap());
