@@ -86,6 +86,8 @@ fn bench_listing(config: &Config) {
         kind: SourceKind::Arxiv,
         weight: 0.8,
         max_items: None,
+        include: Vec::new(),
+        exclude: Vec::new(),
     };
     let renderer = Renderer::new("en", None).unwrap();
     let rss_before = common::peak_rss_mib();
@@ -179,6 +181,8 @@ async fn bench_fetch(config: &Config) {
                 kind: SourceKind::Blog,
                 weight: 1.0,
                 max_items: None,
+                include: Vec::new(),
+                exclude: Vec::new(),
             }
         })
         .collect();

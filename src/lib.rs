@@ -35,6 +35,7 @@ pub mod release_notes;
 pub mod render;
 pub mod schedule;
 pub mod score;
+pub mod sources;
 pub mod store;
 pub mod subscriber;
 pub mod summarize;

@@ -108,6 +108,7 @@ pub fn parse_feed(
             .then_with(|| a.key.cmp(&b.key))
     });
     items.dedup_by(|a, b| a.key == b.key);
+    items.retain(|i| source.keeps(&i.title, &i.text));
     if let Some(max) = source.max_items {
         items.truncate(max);
     }
@@ -374,6 +375,8 @@ mod tests {
             kind,
             weight: 1.0,
             max_items: None,
+            include: Vec::new(),
+            exclude: Vec::new(),
         }
     }
 

@@ -25,14 +25,19 @@ pub use location::Location;
 pub use raw::*;
 pub use secret::Secret;
 use service::*;
-pub use validate::parse_location;
 use validate::*;
+pub use validate::{parse_location, parse_source_kind};
 
 // Each channel's section lives in its folder (src/channels/<name>/config.rs).
 pub use crate::channels::discord::config::DiscordConfig;
 pub use crate::channels::email::config::{DkimAlgorithm, DkimConfig, EmailConfig, SmtpTls};
 pub use crate::channels::telegram::config::TelegramConfig;
 use crate::channels::{discord, email, telegram};
+/// The sources used when the file lists none.
+pub fn builtin_sources() -> Vec<RawSource> {
+    raw::default_sources()
+}
+
 pub const LANGUAGES: &[&str] = &["zh-CN", "en"];
 pub const DEFAULT_LAYERS: &[&str] = &[
     "frontend",
@@ -215,6 +220,23 @@ pub struct SourceConfig {
     pub kind: SourceKind,
     pub weight: f64,
     pub max_items: Option<usize>,
+    /// Keep only items whose title or text contains one of these (lower-cased); empty: all.
+    pub include: Vec<String>,
+    /// Drop items whose title or text contains one of these (lower-cased).
+    pub exclude: Vec<String>,
+}
+
+impl SourceConfig {
+    /// Whether an item with this title and text passes the source's include and exclude
+    /// phrases (case-insensitive).
+    pub fn keeps(&self, title: &str, text: &str) -> bool {
+        if self.include.is_empty() && self.exclude.is_empty() {
+            return true;
+        }
+        let haystack = format!("{title}\n{text}").to_lowercase();
+        (self.include.is_empty() || self.include.iter().any(|p| haystack.contains(p.as_str())))
+            && !self.exclude.iter().any(|p| haystack.contains(p.as_str()))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

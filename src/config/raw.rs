@@ -40,11 +40,17 @@ impl Default for RawDigest {
 pub struct RawSource {
     pub name: String,
     pub url: String,
-    pub kind: String,
+    /// Optional when the URL is a shorthand that implies it (sources::shorthand).
+    #[serde(default)]
+    pub kind: Option<String>,
     #[serde(default = "one")]
     pub weight: f64,
     #[serde(default)]
     pub max_items: Option<i64>,
+    #[serde(default)]
+    pub include: Vec<String>,
+    #[serde(default)]
+    pub exclude: Vec<String>,
 }
 
 fn one() -> f64 {
@@ -288,13 +294,15 @@ impl Default for RawDaemon {
 }
 
 /// The bundled defaults: the same values as config.toml, so an empty file works.
-pub(super) fn default_sources() -> Vec<RawSource> {
+pub(crate) fn default_sources() -> Vec<RawSource> {
     let src = |name: &str, url: &str, kind: &str, weight: f64| RawSource {
         name: name.into(),
         url: url.into(),
-        kind: kind.into(),
+        kind: Some(kind.into()),
         weight,
         max_items: None,
+        include: Vec::new(),
+        exclude: Vec::new(),
     };
     vec![
         src(

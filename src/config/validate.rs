@@ -81,18 +81,47 @@ pub(super) fn validate_sources(
                 "{path}.name: \"{name}\" is used by another source; names must be unique"
             ));
         }
-        let kind = match s.kind.as_str() {
-            "arxiv" => SourceKind::Arxiv,
-            "github_releases" => SourceKind::GithubReleases,
-            "blog" => SourceKind::Blog,
-            "feed" => SourceKind::Feed,
-            other => {
+        // A shorthand (github:, arxiv:, discourse:) stands for a URL and implies a kind.
+        let expanded = match crate::sources::shorthand::expand(&s.url) {
+            Ok(e) => e,
+            Err(why) => {
+                problems.push(format!("{path}.url: {why}"));
+                continue;
+            }
+        };
+        let kind = match (s.kind.as_deref(), &expanded) {
+            (Some(k), _) => parse_source_kind(k).unwrap_or_else(|| {
                 problems.push(format!(
-                    "{path}.kind: \"{other}\" is not a source kind; use arxiv, github_releases, blog or feed"
+                    "{path}.kind: \"{k}\" is not a source kind; use arxiv, github_releases, blog or feed"
+                ));
+                SourceKind::Feed
+            }),
+            (None, Some(e)) => e.kind,
+            (None, None) => {
+                problems.push(format!(
+                    "{path}.kind: missing; use arxiv, github_releases, blog or feed (or a github:, arxiv: or discourse: shorthand as the url)"
                 ));
                 SourceKind::Feed
             }
         };
+        let phrases = |key: &str, list: &[String], problems: &mut Vec<String>| {
+            list.iter()
+                .filter_map(|p| {
+                    let p = p.trim().to_lowercase();
+                    if p.is_empty() {
+                        problems.push(format!(
+                            "{path}.{key}: an empty phrase matches everything; remove it"
+                        ));
+                        None
+                    } else {
+                        Some(p)
+                    }
+                })
+                .collect::<Vec<_>>()
+        };
+        let include = phrases("include", &s.include, problems);
+        let exclude = phrases("exclude", &s.exclude, problems);
+        let url = expanded.map_or(s.url.clone(), |e| e.url);
         if !(s.weight.is_finite() && (0.0..=1.0).contains(&s.weight)) {
             problems.push(format!(
                 "{path}.weight: {} is out of range; use 0.0 to 1.0",
@@ -108,18 +137,30 @@ pub(super) fn validate_sources(
             }
             other => other.map(|n| n as usize),
         };
-        match parse_location(&s.url) {
+        match parse_location(&url) {
             Ok(location) => out.push(SourceConfig {
                 name,
                 location,
                 kind,
                 weight: s.weight,
                 max_items,
+                include,
+                exclude,
             }),
             Err(why) => problems.push(format!("{path}.url: \"{}\" {why}", s.url)),
         }
     }
     out
+}
+
+pub fn parse_source_kind(kind: &str) -> Option<SourceKind> {
+    Some(match kind {
+        "arxiv" => SourceKind::Arxiv,
+        "github_releases" => SourceKind::GithubReleases,
+        "blog" => SourceKind::Blog,
+        "feed" => SourceKind::Feed,
+        _ => return None,
+    })
 }
 
 /// http(s) URLs are fetched; `file://` URLs and plain paths are read from disk.

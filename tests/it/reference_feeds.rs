@@ -14,6 +14,8 @@ fn source(name: &str, kind: SourceKind) -> SourceConfig {
         kind,
         weight: 1.0,
         max_items: None,
+        include: Vec::new(),
+        exclude: Vec::new(),
     }
 }
 
