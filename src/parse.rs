@@ -524,4 +524,19 @@ mod tests {
         let items = parse_feed(&xml, &source(SourceKind::Blog), Utc::now()).unwrap();
         assert_eq!(items[0].title, "caf\u{fffd}");
     }
+
+    #[test]
+    fn include_and_exclude_phrases_filter_a_sources_items() {
+        let mut s = source(SourceKind::Blog);
+        s.include = vec!["cuda".into()];
+        s.exclude = vec!["webinar".into()];
+        let feed = br#"<rss version="2.0"><channel><title>t</title>
+            <item><title>New CUDA graphs API</title><link>https://e.org/1</link></item>
+            <item><title>CUDA webinar next week</title><link>https://e.org/2</link></item>
+            <item><title>Gaming news</title><link>https://e.org/3</link><description>nothing</description></item>
+            </channel></rss>"#;
+        let items = parse_feed(feed, &s, Utc::now()).unwrap();
+        let titles: Vec<&str> = items.iter().map(|i| i.title.as_str()).collect();
+        assert_eq!(titles, vec!["New CUDA graphs API"]);
+    }
 }

@@ -81,15 +81,36 @@ pub async fn refresh_sources(
     progress: Progress<'_>,
 ) -> anyhow::Result<Vec<FailedSource>> {
     let fetcher = Fetcher::new(&config.fetch)?;
-    let mut validators = Vec::with_capacity(config.sources.len());
+    // A source that keeps failing waits (sources::backoff); its earlier items still count
+    // and the digest's notes say why it was not fetched.
+    let health = store.source_health().await?;
+    let now = Utc::now();
+    let mut failed = Vec::new();
+    let mut due = Vec::with_capacity(config.sources.len());
     for source in &config.sources {
+        let h = health.iter().find(|h| h.source == source.name);
+        let next = h.and_then(|h| {
+            crate::sources::backoff::next_try(h.consecutive_failures, h.last_attempt_at)
+        });
+        match (h, next) {
+            (Some(h), Some(next)) if next > now => failed.push(FailedSource {
+                source: source.name.clone(),
+                error: format!(
+                    "Not fetched: {} failures in a row (last: {}); next try after {}",
+                    h.consecutive_failures,
+                    h.last_error.as_deref().unwrap_or("unknown"),
+                    next.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                ),
+            }),
+            _ => due.push(source.clone()),
+        }
+    }
+    let mut validators = Vec::with_capacity(due.len());
+    for source in &due {
         validators.push(store.validators(&source.name).await?);
     }
-    let results = fetcher
-        .fetch_all(&config.sources, &validators, progress)
-        .await;
-    let mut failed = Vec::new();
-    for (source, result) in config.sources.iter().zip(results) {
+    let results = fetcher.fetch_all(&due, &validators, progress).await;
+    for (source, result) in due.iter().zip(results) {
         let error = match result.outcome {
             Ok(FetchOutcome::NotModified) => {
                 tracing::info!(message = "Source not modified", source = %source.name);

@@ -11,6 +11,7 @@ use chrono::{NaiveDate, Utc};
 use clap::{Parser, Subcommand};
 
 mod progress;
+pub mod sources;
 mod status;
 pub mod subscribers;
 
@@ -77,6 +78,9 @@ pub enum Command {
     /// Manage subscribers
     #[command(subcommand)]
     Subscribers(subscribers::SubscribersCommand),
+    /// Manage sources: health, the catalogue, adding, checking, OPML
+    #[command(subcommand)]
+    Sources(sources::SourcesCommand),
     /// What is stored
     #[command(subcommand)]
     Digests(DigestsCommand),
@@ -260,6 +264,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             let store = Store::connect(&config.storage).await?;
             list_digests(&store).await
         }
+        Command::Sources(command) => {
+            let config = config.expect("loaded above");
+            sources::run(command, &config, cli.config.as_deref()).await
+        }
         Command::Subscribers(command) => {
             let config = config.expect("loaded above");
             let store = Store::connect(&config.storage).await?;
@@ -268,6 +276,14 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::CheckConfig => {
             let config = config.expect("loaded above");
             crate::summarize::check_ready(&config)?;
+            // The catalogue `sources enable` draws from, checked against this configuration
+            // (its layers may be named differently: a note, not an error).
+            for problem in crate::sources::catalogue::problems(
+                &crate::sources::catalogue::builtin(),
+                &config.layer_names(),
+            ) {
+                eprintln!("Note: {problem}");
+            }
             println!(
                 "Configuration is valid: {} sources, {} layers, summarize mode {}, storage {}",
                 config.sources.len(),

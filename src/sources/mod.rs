@@ -2,7 +2,9 @@
 //! (sources/catalogue.toml), OPML import and export, and the edits `kdigest sources
 //! enable|import` make to the configuration file.
 
+pub mod backoff;
 pub mod catalogue;
 pub mod config_file;
+pub mod discover;
 pub mod opml;
 pub mod shorthand;

@@ -66,6 +66,7 @@ pub struct Store {
 pub struct SourceHealth {
     pub source: String,
     pub last_success_at: Option<DateTime<Utc>>,
+    pub last_attempt_at: Option<DateTime<Utc>>,
     pub last_error: Option<String>,
     pub consecutive_failures: i64,
 }
@@ -230,7 +231,7 @@ impl Store {
     }
 
     pub async fn source_health(&self) -> anyhow::Result<Vec<SourceHealth>> {
-        let sql = "SELECT source, last_success_at, last_error, consecutive_failures FROM source_state ORDER BY source";
+        let sql = "SELECT source, last_success_at, last_error, consecutive_failures, last_attempt_at FROM source_state ORDER BY source";
         on_db!(&self.db, pool => {
             let rows = sqlx::query(sql).fetch_all(pool).await?;
             Ok(rows
@@ -240,9 +241,22 @@ impl Store {
                     last_success_at: r.get(1),
                     last_error: r.get(2),
                     consecutive_failures: r.get(3),
+                    last_attempt_at: r.get(4),
                 })
                 .collect())
         })
+    }
+
+    /// Stored items per source published at or after `since`.
+    pub async fn item_counts_since(
+        &self,
+        since: DateTime<Utc>,
+    ) -> anyhow::Result<std::collections::HashMap<String, i64>> {
+        let sql = "SELECT source, COUNT(*) FROM items WHERE published_ts >= $1 GROUP BY source";
+        let rows: Vec<(String, i64)> = on_db!(&self.db, pool => {
+            sqlx::query_as(sql).bind(since.timestamp()).fetch_all(pool).await?
+        });
+        Ok(rows.into_iter().collect())
     }
 
     /// Inserts new items and refreshes known ones. An item keeps the earliest time it was

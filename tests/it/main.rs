@@ -21,5 +21,6 @@ mod robots;
 mod robots_mock;
 mod signup;
 mod smtp;
+mod sources;
 mod telegram;
 mod telegram_mock;
