@@ -70,7 +70,12 @@ async fn bench_planning() {
     let t = Instant::now();
     let subscribers = store.active_subscribers_page(0, i64::MAX).await.unwrap();
     let loaded = t.elapsed();
-    let rows = plan(&digest, &subscribers, &[Channel::Webhook]);
+    let rows = plan(
+        &digest,
+        &subscribers,
+        &[Channel::Webhook],
+        chrono::Utc::now(),
+    );
     let planned = t.elapsed();
     store
         .plan_deliveries(digest.date, &rows, Utc::now())

@@ -26,6 +26,17 @@ pub fn resolve_local(tz: Tz, local: NaiveDateTime) -> DateTime<Utc> {
     }
 }
 
+/// The first instant at or after `after` whose wall-clock time in `tz` is `at`, under the
+/// DST policy above: a time in the spring-forward gap is the end of the gap, a time that
+/// occurs twice the earlier instant. A reader's own delivery time.
+pub fn next_local_time(tz: Tz, at: chrono::NaiveTime, after: DateTime<Utc>) -> DateTime<Utc> {
+    let day = after.with_timezone(&tz).date_naive();
+    (0..3)
+        .map(|d| resolve_local(tz, (day + Duration::days(d)).and_time(at)))
+        .find(|t| *t >= after)
+        .unwrap_or(after)
+}
+
 /// The first run strictly after `after`.
 pub fn next_run(schedule: &ScheduleConfig, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
     let local = after.with_timezone(&schedule.timezone).naive_local();
@@ -248,5 +259,48 @@ mod tests {
                 "{expr} in {tz}"
             );
         }
+    }
+
+    #[test]
+    fn a_readers_hour_is_dst_correct_in_every_zone() {
+        let utc = |s: &str| DateTime::parse_from_rfc3339(s).unwrap().to_utc();
+        let at = |h, m| chrono::NaiveTime::from_hms_opt(h, m, 0).unwrap();
+        let berlin: Tz = "Europe/Berlin".parse().unwrap();
+        let la: Tz = "America/Los_Angeles".parse().unwrap();
+        let shanghai: Tz = "Asia/Shanghai".parse().unwrap();
+        // A digest ready at 08:00 Shanghai (00:00 UTC) on 2026-10-28.
+        let ready = utc("2026-10-28T00:00:00Z");
+        // Berlin is on CET (UTC+1) after 25 October: 09:30 local is 08:30 UTC that day.
+        assert_eq!(
+            next_local_time(berlin, at(9, 30), ready),
+            utc("2026-10-28T08:30:00Z")
+        );
+        // Los Angeles is still on PDT (UTC-7) until 1 November: 07:00 local is 14:00 UTC.
+        assert_eq!(
+            next_local_time(la, at(7, 0), ready),
+            utc("2026-10-28T14:00:00Z")
+        );
+        // Shanghai at 08:00 is the ready instant itself: due at once, not a day later.
+        assert_eq!(next_local_time(shanghai, at(8, 0), ready), ready);
+        // Already past today: tomorrow.
+        assert_eq!(
+            next_local_time(shanghai, at(7, 0), ready),
+            utc("2026-10-28T23:00:00Z")
+        );
+        // Berlin in summer (CEST, UTC+2).
+        assert_eq!(
+            next_local_time(berlin, at(9, 30), utc("2026-07-01T00:00:00Z")),
+            utc("2026-07-01T07:30:00Z")
+        );
+        // Spring forward: 02:30 does not exist on 29 March in Berlin; the end of the gap.
+        assert_eq!(
+            next_local_time(berlin, at(2, 30), utc("2026-03-28T23:00:00Z")),
+            utc("2026-03-29T01:00:00Z")
+        );
+        // Fall back: 02:30 happens twice on 25 October; once, at the earlier instant.
+        assert_eq!(
+            next_local_time(berlin, at(2, 30), utc("2026-10-24T23:00:00Z")),
+            utc("2026-10-25T00:30:00Z")
+        );
     }
 }

@@ -1,9 +1,54 @@
 //! Subscribers: where a digest goes (an [`Address`] of one of the channels in
 //! `crate::channels`), what they want to see (a [`Filter`]), and their status.
 
+use std::fmt;
+
+use chrono::{DateTime, NaiveTime, Utc};
+use chrono_tz::Tz;
+
 use crate::model::Filter;
 
 pub use crate::channels::{Address, Channel};
+
+/// A reader's own delivery time: a wall-clock time in their time zone. The digest is made
+/// once; their delivery is due at the first such time after it is ready (DST-correct, see
+/// `schedule::next_local_time`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LocalTime {
+    pub at: NaiveTime,
+    pub tz: Tz,
+}
+
+impl LocalTime {
+    /// `09:30` and an IANA zone such as `Europe/Berlin`.
+    pub fn parse(at: &str, tz: &str) -> Result<LocalTime, String> {
+        let at = NaiveTime::parse_from_str(at.trim(), "%H:%M")
+            .map_err(|_| format!("\"{at}\" is not a time of day; use HH:MM, e.g. 09:30"))?;
+        let tz: Tz = tz.trim().parse().map_err(|_| {
+            format!("\"{tz}\" is not a time zone; use an IANA name such as Europe/Berlin, America/Los_Angeles or Asia/Shanghai")
+        })?;
+        Ok(LocalTime { at, tz })
+    }
+
+    /// When a digest ready at `ready` is due for this reader.
+    pub fn due_after(&self, ready: DateTime<Utc>) -> DateTime<Utc> {
+        crate::schedule::next_local_time(self.tz, self.at, ready)
+    }
+
+    /// The stored form: `09:30 Europe/Berlin`.
+    pub fn from_stored(stored: &str) -> Result<LocalTime, String> {
+        let (at, tz) = stored
+            .split_once(' ')
+            .ok_or_else(|| format!("stored delivery time \"{stored}\" is not \"HH:MM Zone\""))?;
+        LocalTime::parse(at, tz)
+    }
+}
+
+impl fmt::Display for LocalTime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.at.format("%H:%M"), self.tz.name())
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Status {
@@ -44,6 +89,8 @@ pub struct Subscriber {
     pub status: Status,
     /// Send a short "nothing matched today" note instead of skipping empty days.
     pub notify_empty: bool,
+    /// Deliver at this local time instead of as soon as the digest is ready.
+    pub deliver_at: Option<LocalTime>,
     pub created_at: chrono::DateTime<chrono::Utc>,
     pub updated_at: chrono::DateTime<chrono::Utc>,
 }

@@ -9,7 +9,7 @@ use super::UsageError;
 use crate::config::{Config, LANGUAGES};
 use crate::model::{Filter, Score};
 use crate::store::Store;
-use crate::subscriber::{Address, Status, Subscriber};
+use crate::subscriber::{Address, LocalTime, Status, Subscriber};
 
 #[derive(Debug, Subcommand)]
 pub enum SubscribersCommand {
@@ -20,6 +20,8 @@ pub enum SubscribersCommand {
         filter: FilterArgs,
         #[command(flatten)]
         robot: RobotArgs,
+        #[command(flatten)]
+        time: TimeArgs,
         /// Send a short note on days when nothing matches the filter
         #[arg(long)]
         notify_empty: bool,
@@ -34,6 +36,8 @@ pub enum SubscribersCommand {
         filter: FilterArgs,
         #[command(flatten)]
         robot: RobotArgs,
+        #[command(flatten)]
+        time: TimeArgs,
         /// Send a short note on days when nothing matches the filter (true or false)
         #[arg(long)]
         notify_empty: Option<bool>,
@@ -58,6 +62,51 @@ pub struct FilterArgs {
     /// zh-CN or en [add default: digest.language]
     #[arg(long)]
     lang: Option<String>,
+}
+
+/// The reader's own delivery time.
+#[derive(Debug, Args)]
+pub struct TimeArgs {
+    /// Deliver at this local time (HH:MM) instead of as soon as the digest is ready; "off"
+    /// to go back to that
+    #[arg(long, value_name = "HH:MM")]
+    at: Option<String>,
+    /// The time zone of --at, an IANA name such as Europe/Berlin [default: digest.timezone]
+    #[arg(long, value_name = "ZONE")]
+    tz: Option<String>,
+}
+
+impl TimeArgs {
+    /// The delivery time after these options; what is not given stays.
+    fn apply(
+        &self,
+        config: &Config,
+        current: Option<LocalTime>,
+    ) -> Result<Option<LocalTime>, UsageError> {
+        match (self.at.as_deref(), self.tz.as_deref()) {
+            (None, None) => Ok(current),
+            (Some("off"), _) => Ok(None),
+            (at, tz) => {
+                let at = match (at, current) {
+                    (Some(a), _) => a.to_string(),
+                    (None, Some(c)) => c.at.format("%H:%M").to_string(),
+                    (None, None) => {
+                        return Err(UsageError(
+                            "--tz needs --at HH:MM (the local time to deliver at)".into(),
+                        ));
+                    }
+                };
+                let tz = tz.map(str::to_string).unwrap_or_else(|| {
+                    current.map_or(config.digest.timezone.name().to_string(), |c| {
+                        c.tz.name().to_string()
+                    })
+                });
+                LocalTime::parse(&at, &tz)
+                    .map(Some)
+                    .map_err(|e| UsageError(format!("--at/--tz: {e}")))
+            }
+        }
+    }
 }
 
 /// A Feishu or DingTalk robot's security settings.
@@ -117,8 +166,10 @@ pub async fn run(
             address,
             filter: options,
             robot,
+            time,
             notify_empty,
         } => {
+            let deliver_at = time.apply(config, None)?;
             let address =
                 Address::parse(&address).map_err(|e| UsageError(format!("ADDRESS: {e}")))?;
             let address = robot.apply(address)?;
@@ -139,7 +190,16 @@ pub async fn run(
                 )
                 .await?
             {
-                Some(id) => println!("Added subscriber #{id} {address}"),
+                Some(id) => {
+                    if deliver_at.is_some()
+                        && let Some(mut s) = store.subscriber(id).await?
+                    {
+                        s.deliver_at = deliver_at;
+                        store.update_subscriber(&s, Utc::now()).await?;
+                    }
+                    let at = deliver_at.map_or(String::new(), |t| format!(", delivered at {t}"));
+                    println!("Added subscriber #{id} {address}{at}");
+                }
                 None => return Err(UsageError(format!(
                     "{address} is already subscribed; use `kdigest subscribers set` to change it"
                 ))
@@ -161,9 +221,11 @@ pub async fn run(
             subscriber,
             filter: options,
             robot,
+            time,
             notify_empty,
         } => {
             let mut s = find(store, &subscriber).await?;
+            s.deliver_at = time.apply(config, s.deliver_at)?;
             options.apply(config, &mut s.filter, &mut s.language)?;
             s.address = robot.apply(s.address)?;
             if let Some(n) = notify_empty {
@@ -216,9 +278,10 @@ pub fn describe(s: &Subscriber) -> String {
     } else {
         ""
     };
+    let at = s.deliver_at.map_or(String::new(), |t| format!(", at {t}"));
     format!(
-        "#{} {} [{}] min score {} lang {}{} — {}",
-        s.id, s.address, layers, s.filter.min_score, s.language, empty, status
+        "#{} {} [{}] min score {} lang {}{}{} — {}",
+        s.id, s.address, layers, s.filter.min_score, s.language, at, empty, status
     )
 }
 

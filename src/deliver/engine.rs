@@ -162,7 +162,7 @@ impl Engine {
                 .iter()
                 .filter(|s| !self.senders.contains_key(&s.address.channel()))
                 .count();
-            let rows = plan(digest, &page, &channels);
+            let rows = plan(digest, &page, &channels, Utc::now());
             planned += rows.len();
             inserted += self
                 .store

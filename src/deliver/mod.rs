@@ -34,6 +34,7 @@ pub fn plan(
     digest: &Digest,
     subscribers: &[Subscriber],
     channels: &[Channel],
+    ready: chrono::DateTime<chrono::Utc>,
 ) -> Vec<PlannedDelivery> {
     let mut matches: HashMap<&Filter, bool> = HashMap::new();
     subscribers
@@ -50,6 +51,8 @@ pub fn plan(
             subscriber_id: s.id,
             channel: s.address.channel(),
             destination: s.address.destination_key(),
+            // A reader with their own hour gets it then; the outbox holds it until due.
+            due: s.deliver_at.map(|at| at.due_after(ready)),
         })
         .collect()
 }

@@ -25,6 +25,8 @@ pub struct PlannedDelivery {
     pub channel: Channel,
     /// `Address::destination_key` of the subscriber's address.
     pub destination: String,
+    /// When it is due; `None`: at once (when planned).
+    pub due: Option<DateTime<Utc>>,
 }
 
 /// A delivery claimed by a worker.
@@ -142,20 +144,21 @@ impl Store {
                 let subscribers: Vec<i64> = plan.iter().map(|p| p.subscriber_id).collect();
                 let channels: Vec<&str> = plan.iter().map(|p| p.channel.as_str()).collect();
                 let destinations: Vec<&str> = plan.iter().map(|p| p.destination.as_str()).collect();
+                let due: Vec<i64> = plan.iter().map(|p| ms(p.due.unwrap_or(now))).collect();
                 let inserted = sqlx::query(
                     "INSERT INTO deliveries (id, digest_date, subscriber_id, channel, destination, status, next_attempt_at, created_at)
-                     SELECT u.id, $1, u.subscriber_id, u.channel, u.destination, 'pending', $2, $3
-                     FROM UNNEST($4::TEXT[], $5::BIGINT[], $6::TEXT[], $7::TEXT[])
-                          AS u (id, subscriber_id, channel, destination)
+                     SELECT u.id, $1, u.subscriber_id, u.channel, u.destination, 'pending', u.due, $2
+                     FROM UNNEST($3::TEXT[], $4::BIGINT[], $5::TEXT[], $6::TEXT[], $7::BIGINT[])
+                          AS u (id, subscriber_id, channel, destination, due)
                      ON CONFLICT DO NOTHING",
                 )
                 .bind(date)
-                .bind(ms(now))
                 .bind(now)
                 .bind(ids)
                 .bind(subscribers)
                 .bind(channels)
                 .bind(destinations)
+                .bind(due)
                 .execute(pool)
                 .await?
                 .rows_affected();
@@ -177,7 +180,7 @@ impl Store {
                             .push_bind(p.channel.as_str())
                             .push_bind(&p.destination)
                             .push("'pending'")
-                            .push_bind(ms(now))
+                            .push_bind(ms(p.due.unwrap_or(now)))
                             .push_bind(now);
                     });
                     query.push(" ON CONFLICT DO NOTHING");

@@ -7,7 +7,7 @@ use super::Store;
 use crate::model::{Filter, Score};
 use crate::subscriber::{Address, Status, Subscriber};
 
-const COLUMNS: &str = "id, address, layers, min_score, language, status, status_reason, notify_empty, created_at, updated_at, options";
+const COLUMNS: &str = "id, address, layers, min_score, language, status, status_reason, notify_empty, created_at, updated_at, options, deliver_at";
 
 const INSERT: &str = "INSERT INTO subscribers (address, channel, layers, min_score, language, status, status_reason, notify_empty, created_at, updated_at, options)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9, $10)
@@ -164,7 +164,7 @@ impl Store {
         now: DateTime<Utc>,
     ) -> anyhow::Result<()> {
         let sql = "UPDATE subscribers SET layers = $1, min_score = $2, language = $3, notify_empty = $4, updated_at = $5,
-             options = $6 WHERE id = $7";
+             options = $6, deliver_at = $8 WHERE id = $7";
         let layers = layers_column(&s.filter)?;
         on_db!(&self.db, pool => {
             sqlx::query(sql)
@@ -175,6 +175,7 @@ impl Store {
                 .bind(now)
                 .bind(s.address.options().to_stored())
                 .bind(s.id)
+                .bind(s.deliver_at.map(|t| t.to_string()))
                 .execute(pool)
                 .await?;
         });
@@ -361,6 +362,7 @@ where
 {
     let address: String = row.try_get(1)?;
     let options: Option<String> = row.try_get(10)?;
+    let deliver_at: Option<String> = row.try_get(11)?;
     let min_score: i64 = row.try_get(3)?;
     let layers: String = row.try_get(2)?;
     let status: String = row.try_get(5)?;
@@ -376,6 +378,11 @@ where
         language: row.try_get(4)?,
         status: Status::from_parts(&status, status_reason),
         notify_empty: row.try_get(7)?,
+        deliver_at: deliver_at
+            .as_deref()
+            .map(crate::subscriber::LocalTime::from_stored)
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("Stored subscriber {e}"))?,
         created_at: row.try_get(8)?,
         updated_at: row.try_get(9)?,
     })

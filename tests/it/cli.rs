@@ -596,3 +596,68 @@ fn robot_subscribers_and_their_payloads_from_the_command_line() {
         stdout(&demo)
     );
 }
+
+/// A reader's own hour from the command line: shown in listings, changed and cleared by
+/// `set`, bad values named.
+#[test]
+fn subscribers_take_a_local_delivery_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = file_config(dir.path());
+    let add = kdigest(
+        &config,
+        &[
+            "subscribers",
+            "add",
+            "email:berlin@example.org",
+            "--at",
+            "09:30",
+            "--tz",
+            "Europe/Berlin",
+        ],
+    );
+    assert!(add.status.success(), "{}", stderr(&add));
+    assert!(
+        stdout(&add).contains("delivered at 09:30 Europe/Berlin"),
+        "{}",
+        stdout(&add)
+    );
+    let list = stdout(&kdigest(&config, &["subscribers", "list"]));
+    assert!(list.contains("at 09:30 Europe/Berlin"), "{list}");
+    let set = kdigest(
+        &config,
+        &[
+            "subscribers",
+            "set",
+            "email:berlin@example.org",
+            "--tz",
+            "America/Los_Angeles",
+        ],
+    );
+    assert!(
+        stdout(&set).contains("at 09:30 America/Los_Angeles"),
+        "{}",
+        stderr(&set)
+    );
+    let off = kdigest(
+        &config,
+        &[
+            "subscribers",
+            "set",
+            "email:berlin@example.org",
+            "--at",
+            "off",
+        ],
+    );
+    assert!(!stdout(&off).contains(" at "), "{}", stdout(&off));
+    for (args, says) in [
+        (vec!["--at", "9.30"], "HH:MM"),
+        (vec!["--at", "09:30", "--tz", "Berlin"], "IANA"),
+        (vec!["--tz", "Asia/Shanghai"], "--tz needs --at"),
+    ] {
+        let mut all = vec!["subscribers", "add", "email:x@example.org"];
+        all.extend(args.iter());
+        let out = kdigest(&config, &all);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&out).contains(says), "{args:?}: {}", stderr(&out));
+    }
+}

@@ -702,3 +702,75 @@ async fn idle_and_half_sent_connections_are_cut_off_and_healthz_stays_reachable(
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success());
 }
+
+/// A reader with their own hour: the delivery is planned due at their next local time
+/// (DST-correct), the outbox holds it until then while the others go out, and it is sent
+/// when due.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_at_0930_berlin_gets_the_digest_then_and_not_before() {
+    let feeds = spawn_feed_server().await;
+    let (hooks, receiver) = spawn_receiver().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = fixture_config(&format!("{}/feeds", feeds.base), dir.path(), DELIVERY_TOML);
+    let store = open_store(&config).await;
+    let digest = pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
+        .await
+        .unwrap();
+    add(&store, &format!("webhook:{hooks}/now"), &[], 0.0).await;
+    let berlin = add(&store, &format!("webhook:{hooks}/berlin"), &[], 0.0).await;
+    let at = kdigest::subscriber::LocalTime::parse("09:30", "Europe/Berlin").unwrap();
+    let mut s = store.subscriber(berlin).await.unwrap().unwrap();
+    s.deliver_at = Some(at);
+    store.update_subscriber(&s, Utc::now()).await.unwrap();
+    assert_eq!(
+        store.subscriber(berlin).await.unwrap().unwrap().deliver_at,
+        Some(at),
+        "stored and read back"
+    );
+
+    let engine =
+        Arc::new(Engine::new(store.clone(), &config, Arc::new(Metrics::default())).unwrap());
+    let before = Utc::now();
+    engine.plan(&digest).await.unwrap();
+    let after = Utc::now();
+    let db = sqlx::SqlitePool::connect(&format!("sqlite://{}", config.storage.path.display()))
+        .await
+        .unwrap();
+    let due_ms: i64 =
+        sqlx::query_scalar("SELECT next_attempt_at FROM deliveries WHERE subscriber_id = $1")
+            .bind(berlin)
+            .fetch_one(&db)
+            .await
+            .unwrap();
+    let due = chrono::DateTime::from_timestamp_millis(due_ms).unwrap();
+    assert!(
+        due == at.due_after(before) || due == at.due_after(after),
+        "due at the next 09:30 in Berlin: {due}"
+    );
+    let local = due.with_timezone(&chrono_tz::Europe::Berlin);
+    assert_eq!(local.format("%H:%M").to_string(), "09:30");
+
+    crate::helpers::run_until_idle(&engine, Duration::from_secs(1)).await;
+    let got = |p: &str| {
+        receiver
+            .log
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|r| r.path == p)
+            .count()
+    };
+    assert_eq!(got("now"), 1, "the reader without an hour has it at once");
+    assert_eq!(got("berlin"), 0, "not before 09:30 Berlin");
+
+    // The clock reaches 09:30 in Berlin.
+    sqlx::query("UPDATE deliveries SET next_attempt_at = $1 WHERE subscriber_id = $2")
+        .bind(Utc::now().timestamp_millis() - 1)
+        .bind(berlin)
+        .execute(&db)
+        .await
+        .unwrap();
+    crate::helpers::run_until_idle(&engine, Duration::from_secs(1)).await;
+    assert_eq!(got("berlin"), 1, "delivered when due");
+    assert_eq!(got("now"), 1);
+}

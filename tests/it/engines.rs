@@ -72,6 +72,7 @@ async fn claims_are_fenced_reaped_and_skip_paused_destinations(store: Store) {
         subscriber_id: id,
         channel: Channel::Webhook,
         destination: dest.to_string(),
+        due: None,
     });
     store.plan_deliveries(date, &plan, now).await.unwrap();
 
@@ -412,6 +413,7 @@ async fn concurrent_claims_on_postgres_take_each_row_once() {
             subscriber_id: id,
             channel: Channel::Webhook,
             destination: format!("h{i}.example:443"),
+            due: None,
         });
     }
     store
@@ -482,6 +484,7 @@ async fn a_sqlite_store_copies_into_postgres_and_a_full_target_is_refused() {
             subscriber_id: id,
             channel,
             destination: format!("dest{id}"),
+            due: None,
         })
         .collect();
     from.plan_deliveries(date, &plan, Utc::now()).await.unwrap();
