@@ -252,6 +252,27 @@ pub async fn handle(command: Command, ctx: &Ctx<'_>) -> anyhow::Result<Reply> {
                 &[("score", &s.filter.min_score.to_string())],
             ))
         }
+        Command::Time(arg) => {
+            let Some(mut s) = subscriber else {
+                return text(t.get("bot_not_subscribed").to_string());
+            };
+            let new = match arg {
+                crate::bot::TimeArg::Show => s.deliver_at,
+                crate::bot::TimeArg::Off => None,
+                crate::bot::TimeArg::Set { at, tz } => Some(crate::subscriber::LocalTime {
+                    at,
+                    tz: tz.unwrap_or(ctx.config.digest.timezone),
+                }),
+            };
+            if arg != crate::bot::TimeArg::Show {
+                if !ctx.can_manage {
+                    return Ok(manage_denied());
+                }
+                s.deliver_at = new;
+                ctx.store.update_subscriber(&s, ctx.now).await?;
+            }
+            text(t.fill("bot_time", &[("time", &time_text(s.deliver_at, &t))]))
+        }
         Command::Settings | Command::Lang(None) => match subscriber {
             Some(s) => text(settings(&s, &t)),
             None => text(t.get("bot_not_subscribed").to_string()),
@@ -347,6 +368,11 @@ pub async fn handle(command: Command, ctx: &Ctx<'_>) -> anyhow::Result<Reply> {
     }
 }
 
+/// "09:30 Europe/Berlin", or "as soon as the digest is ready".
+fn time_text(at: Option<crate::subscriber::LocalTime>, t: &Locale) -> String {
+    at.map_or_else(|| t.get("bot_time_now").to_string(), |a| a.to_string())
+}
+
 fn settings(s: &Subscriber, t: &Locale) -> String {
     let status = match &s.status {
         Status::Disabled(reason) => format!("disabled ({reason})"),
@@ -359,6 +385,7 @@ fn settings(s: &Subscriber, t: &Locale) -> String {
             ("score", &s.filter.min_score.to_string()),
             ("lang", &s.language),
             ("status", &status),
+            ("time", &time_text(s.deliver_at, t)),
         ],
     )
 }

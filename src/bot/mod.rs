@@ -37,6 +37,19 @@ pub enum Command {
     },
     Status,
     Run,
+    /// `/time`: show; `/time HH:MM [Zone]`: deliver at that local time (zone: the digest's
+    /// by default); `/time off`: as soon as the digest is ready.
+    Time(TimeArg),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum TimeArg {
+    Show,
+    Off,
+    Set {
+        at: chrono::NaiveTime,
+        tz: Option<chrono_tz::Tz>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,6 +120,7 @@ pub const MENU: &[(&str, &str)] = &[
     ("lang", "cmd_lang"),
     ("digest", "cmd_digest"),
     ("why", "cmd_why"),
+    ("time", "cmd_time"),
 ];
 
 /// Parses `/command args` (`/command@botname` in groups). `Ok(None)` for text that is not a
@@ -226,6 +240,27 @@ pub fn parse(
                 }
             };
             Command::Why { n, date }
+        }
+        "time" => {
+            const USAGE: &str = "/time HH:MM [Europe/Berlin] | off";
+            match args.as_slice() {
+                [] => Command::Time(TimeArg::Show),
+                [off] if off.eq_ignore_ascii_case("off") => Command::Time(TimeArg::Off),
+                [at, rest @ ..] if rest.len() <= 1 => {
+                    let at = chrono::NaiveTime::parse_from_str(at, "%H:%M")
+                        .map_err(|_| bad("bot_bad_time", at, USAGE))?;
+                    let tz = match rest.first() {
+                        None => None,
+                        Some(z) => Some(
+                            z.parse::<chrono_tz::Tz>()
+                                .map_err(|_| bad("bot_bad_zone", z, USAGE))?,
+                        ),
+                    };
+                    Command::Time(TimeArg::Set { at, tz })
+                }
+                // Three words or more (the guard above takes one or two).
+                [.., extra] => return Err(bad("bot_bad_time", extra, USAGE)),
+            }
         }
         "status" => Command::Status,
         "run" => Command::Run,
@@ -375,6 +410,33 @@ mod tests {
         assert_eq!(
             msg("/frobnicate"),
             "Unknown command /frobnicate; send /help for the list."
+        );
+    }
+
+    #[test]
+    fn time_takes_a_local_time_a_zone_or_off() {
+        let at = chrono::NaiveTime::from_hms_opt(9, 30, 0).unwrap();
+        assert_eq!(p("/time").unwrap(), Some(Command::Time(TimeArg::Show)));
+        assert_eq!(p("/time OFF").unwrap(), Some(Command::Time(TimeArg::Off)));
+        assert_eq!(
+            p("/time 09:30 Europe/Berlin").unwrap(),
+            Some(Command::Time(TimeArg::Set {
+                at,
+                tz: Some(chrono_tz::Europe::Berlin)
+            }))
+        );
+        assert_eq!(
+            p("/time 09:30").unwrap(),
+            Some(Command::Time(TimeArg::Set { at, tz: None }))
+        );
+        assert_eq!(p("/time 9h30").unwrap_err().problem, "bot_bad_time");
+        assert_eq!(
+            p("/time 09:30 Mars/Base").unwrap_err().problem,
+            "bot_bad_zone"
+        );
+        assert_eq!(
+            p("/time 09:30 Europe/Berlin now").unwrap_err().problem,
+            "bot_bad_time"
         );
     }
 }

@@ -560,7 +560,8 @@ async fn slash_commands_are_registered_per_guild_with_typed_options() {
             "settings",
             "lang",
             "digest",
-            "why"
+            "why",
+            "time",
         ]
     );
     let subscribe = &commands[1];

@@ -519,3 +519,71 @@ async fn a_digest_reply_of_several_messages_keeps_to_one_per_second_in_the_chat(
         "{answer}"
     );
 }
+
+/// `/time` sets, shows and clears a chat's own delivery hour; bad values name the form.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chat_chooses_its_delivery_hour_with_time() {
+    let feeds = spawn_feed_server().await;
+    let (api, mock) = spawn_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = bot_config(
+        &feeds.base,
+        &api,
+        dir.path(),
+        "KDIGEST_TEST_TG_TOKEN_TIME",
+        "",
+    );
+    let store = open_store(&config).await;
+    let chat = 4004;
+    mock.updates.lock().unwrap().extend([
+        text_update_from(1, chat, 4, "/subscribe", "en"),
+        text_update_from(2, chat, 4, "/time 09:30 Europe/Berlin", "en"),
+        text_update_from(3, chat, 4, "/settings", "en"),
+        text_update_from(4, chat, 4, "/time 9h30", "en"),
+        text_update_from(5, chat, 4, "/time 07:15 Mars/Base", "en"),
+    ]);
+    poll_until_settled(&config, &store, &mock).await;
+    let got = texts(&mock, chat);
+    assert_eq!(got.len(), 5, "{got:?}");
+    assert_eq!(got[1], "Delivery: 09:30 Europe/Berlin");
+    assert!(
+        got[2].contains("Delivery: 09:30 Europe/Berlin"),
+        "{}",
+        got[2]
+    );
+    assert!(
+        got[3].contains("\"9h30\"") && got[3].contains("/time HH:MM"),
+        "{}",
+        got[3]
+    );
+    assert!(
+        got[4].contains("Mars/Base") && got[4].contains("IANA"),
+        "{}",
+        got[4]
+    );
+    let s = store
+        .subscriber_by_address(&Address::Telegram(chat))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        s.deliver_at.map(|t| t.to_string()).as_deref(),
+        Some("09:30 Europe/Berlin")
+    );
+
+    mock.updates
+        .lock()
+        .unwrap()
+        .push_back(text_update_from(6, chat, 4, "/time off", "en"));
+    poll_until_settled(&config, &store, &mock).await;
+    assert_eq!(
+        texts(&mock, chat).last().unwrap(),
+        "Delivery: as soon as the digest is ready"
+    );
+    let s = store
+        .subscriber_by_address(&Address::Telegram(chat))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(s.deliver_at, None);
+}

@@ -90,6 +90,14 @@ pub fn command_definitions(layers: &[&str]) -> Value {
                 json!({"type": 3, "name": "date", "description": "today, yesterday, latest or YYYY-MM-DD (default: the latest digest)"})
             ]
         ),
+        command(
+            "time",
+            "cmd_time",
+            vec![
+                json!({"type": 3, "name": "at", "description": "HH:MM, or off"}),
+                json!({"type": 3, "name": "zone", "description": "IANA time zone, e.g. Europe/Berlin"})
+            ]
+        ),
     ])
 }
 
@@ -105,6 +113,8 @@ pub fn command_text(interaction: &Value) -> Option<String> {
     // Options in the order the text form takes them, whatever order they arrive in.
     let order: &[&str] = if name == "why" {
         &["n", "date"]
+    } else if name == "time" {
+        &["at", "zone"]
     } else {
         &["date", "layer", "min_score", "value", "language", "n"]
     };
