@@ -173,6 +173,8 @@ pub struct AccountForm {
     pub code: bool,
     /// Hidden fields: (name, value).
     pub hidden: Vec<(String, String)>,
+    /// `Some` shows the delivery-time fields (HH:MM or empty, time zone) with these values.
+    pub time: Option<(String, String)>,
     pub settings: Option<SettingsForm>,
 }
 

@@ -51,6 +51,8 @@ pub struct Account {
     pub(super) per_ip_per_hour: i64,
     pub(super) per_address_per_day: i64,
     pub(super) loopback_robots: bool,
+    /// The digest's time zone: the default of the preferences' delivery time.
+    pub(super) default_zone: String,
     trust_forwarded_for: bool,
 }
 
@@ -92,6 +94,7 @@ impl Account {
             per_address_per_day: i64::from(signup.per_address_per_day.max(1)),
             trust_forwarded_for: signup.trust_forwarded_for,
             loopback_robots: signup.loopback_robots,
+            default_zone: config.digest.timezone.name().to_string(),
         })
     }
 
@@ -303,6 +306,10 @@ impl Account {
                 error,
                 form: Some(AccountForm {
                     action: format!("/preferences/{token}"),
+                    time: Some(match subscriber.deliver_at {
+                        Some(t) => (t.at.format("%H:%M").to_string(), t.tz.name().to_string()),
+                        None => (String::new(), self.default_zone.clone()),
+                    }),
                     button: t.get("preferences_button").to_string(),
                     email: None,
                     settings: Some(self.settings_form(&subscriber.filter, language)),
@@ -371,6 +378,9 @@ pub(super) struct Fields {
     pub(super) keyword: String,
     pub(super) token: String,
     pub(super) code: String,
+    /// The preferences form's delivery time and zone.
+    pub(super) at: Option<String>,
+    pub(super) tz: Option<String>,
 }
 
 /// The forms post `application/x-www-form-urlencoded`; anything else (text/plain from a
@@ -405,6 +415,8 @@ pub(super) fn parse_fields(body: &[u8]) -> Fields {
             "keyword" => fields.keyword = value.trim().to_string(),
             "token" => fields.token = value.trim().to_string(),
             "code" => fields.code = value.trim().to_string(),
+            "at" => fields.at = Some(value.trim().to_string()),
+            "tz" => fields.tz = Some(value.trim().to_string()),
             _ => {}
         }
     }
@@ -711,9 +723,31 @@ pub async fn preferences(
         Err(error) => return failure(error),
     };
     let fields = parse_fields(&body);
+    // The delivery time: empty for "as soon as it is ready"; absent (an older form) keeps it.
+    let deliver_at = match fields.at.as_deref() {
+        None => Ok(subscriber.deliver_at),
+        Some("") => Ok(None),
+        Some(at) => {
+            let tz = fields
+                .tz
+                .as_deref()
+                .filter(|z| !z.is_empty())
+                .unwrap_or(&a.default_zone);
+            crate::subscriber::LocalTime::parse(at, tz).map(Some)
+        }
+    };
+    let deliver_at = match deliver_at {
+        Ok(d) => d,
+        Err(why) => {
+            let t = a.renderer(&subscriber.language).locale();
+            let error = t.fill("prefs_bad_time", &[("layer", &why)]);
+            return a.preferences_page(&subscriber, &token, false, Some(error));
+        }
+    };
     match parse_settings(&fields, &a.layers, &subscriber.filter) {
         Ok((filter, language)) => {
             subscriber.filter = filter;
+            subscriber.deliver_at = deliver_at;
             if let Some(language) = language {
                 subscriber.language = language;
             }

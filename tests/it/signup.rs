@@ -311,7 +311,7 @@ async fn readers_sign_up_confirm_once_and_change_their_preferences() {
         Score::from_tenths(600)
     );
     let saved = post(
-        prefs_path,
+        prefs_path.clone(),
         "layers=frontend&min_score=80&language=zh-CN",
         "192.0.2.6",
     )
@@ -329,6 +329,45 @@ async fn readers_sign_up_confirm_once_and_change_their_preferences() {
     );
     assert_eq!(changed.filter.min_score, Score::from_tenths(800));
     assert_eq!(changed.language, "zh-CN");
+    assert_eq!(changed.deliver_at, None, "a form without a time keeps none");
+    // The reader's own hour: set, shown, refused when invalid, cleared.
+    let prefs = |body: &'static str, ip: &'static str| post(prefs_path.clone(), body, ip);
+    let set = prefs("at=09%3A30&tz=Europe%2FBerlin", "192.0.2.20")
+        .await
+        .unwrap();
+    assert_eq!(set.status(), 200);
+    let page = set.text().await.unwrap();
+    assert!(
+        page.contains("value=\"09:30\"") && page.contains("value=\"Europe&#x2f;Berlin\""),
+        "{page}"
+    );
+    assert_eq!(
+        store
+            .subscriber(reader.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .deliver_at
+            .map(|t| t.to_string())
+            .as_deref(),
+        Some("09:30 Europe/Berlin")
+    );
+    let bad = prefs("at=09%3A30&tz=Mars%2FBase", "192.0.2.21")
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), 400);
+    assert!(bad.text().await.unwrap().contains("Mars&#x2f;Base"));
+    let cleared = prefs("at=&tz=Europe%2FBerlin", "192.0.2.22").await.unwrap();
+    assert_eq!(cleared.status(), 200);
+    assert_eq!(
+        store
+            .subscriber(reader.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .deliver_at,
+        None
+    );
     let forged = sign(
         &Secret::new("wrong-key"),
         Purpose::Preferences,
