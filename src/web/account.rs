@@ -140,6 +140,46 @@ impl Account {
         verify(&self.secret, purpose, token, Utc::now().timestamp())
     }
 
+    /// The delivery time a form gives: `None` when it has no time field, `Some(None)` for an
+    /// empty one (as soon as the digest is ready); the zone defaults to the digest's.
+    pub(super) fn form_time(
+        &self,
+        fields: &Fields,
+    ) -> Result<Option<Option<crate::subscriber::LocalTime>>, String> {
+        match fields.at.as_deref() {
+            None => Ok(None),
+            Some("") => Ok(Some(None)),
+            Some(at) => {
+                let tz = fields
+                    .tz
+                    .as_deref()
+                    .filter(|z| !z.is_empty())
+                    .unwrap_or(&self.default_zone);
+                crate::subscriber::LocalTime::parse(at, tz).map(|t| Some(Some(t)))
+            }
+        }
+    }
+
+    /// Stores a new sign-up's delivery time (the store's sign-up takes filter and language).
+    pub(super) async fn set_time(
+        &self,
+        id: i64,
+        at: Option<crate::subscriber::LocalTime>,
+    ) -> anyhow::Result<()> {
+        if let Some(mut s) = self.store.subscriber(id).await?
+            && s.deliver_at != at
+        {
+            s.deliver_at = at;
+            self.store.update_subscriber(&s, Utc::now()).await?;
+        }
+        Ok(())
+    }
+
+    /// The empty delivery-time fields of a sign-up form.
+    pub(super) fn blank_time(&self) -> Option<(String, String)> {
+        Some((String::new(), self.default_zone.clone()))
+    }
+
     /// The subscriber's language, or the digest language once they are gone.
     async fn language_of(&self, id: i64) -> String {
         match self.store.subscriber(id).await {
@@ -268,6 +308,7 @@ impl Account {
                     button: t.get("signup_button").to_string(),
                     email: Some(email.to_string()),
                     settings: Some(self.settings_form(filter, language)),
+                    time: self.blank_time(),
                     ..AccountForm::default()
                 }),
                 switch,
@@ -575,10 +616,22 @@ pub async fn signup(
     };
     let now = Utc::now();
     let stale = now - chrono::Duration::seconds(CONFIRM_TTL_SECS);
+    let deliver_at = match a.form_time(&fields) {
+        Ok(at) => at.flatten(),
+        Err(why) => {
+            let error = t.fill("prefs_bad_time", &[("layer", &why)]);
+            return invalid(error, &filter);
+        }
+    };
     let outcome = a
         .store
         .signup(&address, &filter, &language, now, stale)
         .await;
+    if let Ok(Signup::Pending(id)) = &outcome
+        && let Err(error) = a.set_time(*id, deliver_at).await
+    {
+        return failure(error);
+    }
     // The same answer either way: the page must not tell who is subscribed. The mailbox
     // learns it: a confirmation link, or a preferences link when already subscribed.
     let (kind, purpose, id) = match outcome {
@@ -724,20 +777,9 @@ pub async fn preferences(
     };
     let fields = parse_fields(&body);
     // The delivery time: empty for "as soon as it is ready"; absent (an older form) keeps it.
-    let deliver_at = match fields.at.as_deref() {
-        None => Ok(subscriber.deliver_at),
-        Some("") => Ok(None),
-        Some(at) => {
-            let tz = fields
-                .tz
-                .as_deref()
-                .filter(|z| !z.is_empty())
-                .unwrap_or(&a.default_zone);
-            crate::subscriber::LocalTime::parse(at, tz).map(Some)
-        }
-    };
-    let deliver_at = match deliver_at {
-        Ok(d) => d,
+    let deliver_at = match a.form_time(&fields) {
+        Ok(None) => subscriber.deliver_at,
+        Ok(Some(d)) => d,
         Err(why) => {
             let t = a.renderer(&subscriber.language).locale();
             let error = t.fill("prefs_bad_time", &[("layer", &why)]);

@@ -74,6 +74,7 @@ fn team_page(
                 button: t.get("team_button").to_string(),
                 robot: Some((fields.robot.clone(), fields.keyword.clone())),
                 settings: Some(a.settings_form(filter, language)),
+                time: a.blank_time(),
                 ..AccountForm::default()
             }),
             ..AccountPage::default()
@@ -158,6 +159,10 @@ pub async fn team_signup(
         Ok(address) => address,
         Err(reason) => return invalid(t.fill("team_bad_url", &[("reason", &reason)]), &filter),
     };
+    let deliver_at = match a.form_time(&fields) {
+        Ok(at) => at.flatten(),
+        Err(why) => return invalid(t.fill("prefs_bad_time", &[("layer", &why)]), &filter),
+    };
     let robot_key = format!("team-robot:{}", address.destination_key());
     if !a
         .within_limit(&robot_key, 86_400, a.per_address_per_day)
@@ -173,13 +178,16 @@ pub async fn team_signup(
         .signup(&address, &filter, &language, now, stale)
         .await
     {
-        Ok(Signup::Pending(id)) => match a.store.subscriber(id).await {
-            Ok(Some(s)) => {
-                let code = chat_code(&a.secret, id, &address.to_stored(), s.created_at);
-                (id, t.fill("team_note", &[("code", &code)]))
-            }
-            Ok(None) => return failure(anyhow::anyhow!("sign-up {id} vanished")),
+        Ok(Signup::Pending(id)) => match a.set_time(id, deliver_at).await {
             Err(error) => return failure(error),
+            Ok(()) => match a.store.subscriber(id).await {
+                Ok(Some(s)) => {
+                    let code = chat_code(&a.secret, id, &address.to_stored(), s.created_at);
+                    (id, t.fill("team_note", &[("code", &code)]))
+                }
+                Ok(None) => return failure(anyhow::anyhow!("sign-up {id} vanished")),
+                Err(error) => return failure(error),
+            },
         },
         Ok(Signup::AlreadySubscribed(id)) => (id, t.get("team_note_known").to_string()),
         Err(error) => return failure(error),

@@ -617,7 +617,21 @@ async fn a_team_chat_signs_up_with_the_code_its_robot_received() {
             url::form_urlencoded::byte_serialize(robot.as_bytes()).collect::<String>()
         )
     };
-    let answer = post("subscribe/team", body(&robot, "")).await.unwrap();
+    let bad_time = post("subscribe/team", body(&robot, "&at=25%3A00"))
+        .await
+        .unwrap();
+    assert_eq!(
+        bad_time.status(),
+        400,
+        "an invalid delivery time is refused before anything is sent"
+    );
+    assert_eq!(mock.requests(Platform::WeCom, "team-key"), 0);
+    let answer = post(
+        "subscribe/team",
+        body(&robot, "&at=08%3A15&tz=Asia%2FShanghai"),
+    )
+    .await
+    .unwrap();
     assert_eq!(answer.status(), 200);
     let page = answer.text().await.unwrap();
     let token = token_of(&page);
@@ -634,6 +648,11 @@ async fn a_team_chat_signs_up_with_the_code_its_robot_received() {
         .unwrap();
     assert_eq!(pending.status, Status::Pending);
     assert_eq!(pending.filter.min_score, Score::from_f64(70.0));
+    assert_eq!(
+        pending.deliver_at.map(|t| t.to_string()).as_deref(),
+        Some("08:15 Asia/Shanghai"),
+        "the form's delivery time"
+    );
 
     // A wrong code, and the email confirmation with this token, change nothing.
     let wrong = if code == "00000000" {

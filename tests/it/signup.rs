@@ -151,7 +151,7 @@ async fn readers_sign_up_confirm_once_and_change_their_preferences() {
     // A good sign-up: pending with the chosen filter, one confirmation email, no list headers.
     let ok = post(
         "subscribe".into(),
-        "email=reader@example.org&layers=kernel_codegen&layers=runtime&min_score=60&language=en",
+        "email=reader@example.org&layers=kernel_codegen&layers=runtime&min_score=60&language=en&at=07%3A45&tz=America%2FLos_Angeles",
         "192.0.2.2",
     )
     .await
@@ -171,6 +171,11 @@ async fn readers_sign_up_confirm_once_and_change_their_preferences() {
     );
     assert_eq!(reader.filter.min_score, Score::from_tenths(600));
     assert_eq!(reader.language, "en");
+    assert_eq!(
+        reader.deliver_at.map(|t| t.to_string()).as_deref(),
+        Some("07:45 America/Los_Angeles"),
+        "the sign-up form's delivery time"
+    );
     assert_eq!(mails_to(&mails, "reader@example.org"), 1);
     {
         let mails = mails.lock().unwrap();
@@ -329,7 +334,11 @@ async fn readers_sign_up_confirm_once_and_change_their_preferences() {
     );
     assert_eq!(changed.filter.min_score, Score::from_tenths(800));
     assert_eq!(changed.language, "zh-CN");
-    assert_eq!(changed.deliver_at, None, "a form without a time keeps none");
+    assert_eq!(
+        changed.deliver_at.map(|t| t.to_string()).as_deref(),
+        Some("07:45 America/Los_Angeles"),
+        "a form without a time field keeps the one set"
+    );
     // The reader's own hour: set, shown, refused when invalid, cleared.
     let prefs = |body: &'static str, ip: &'static str| post(prefs_path.clone(), body, ip);
     let set = prefs("at=09%3A30&tz=Europe%2FBerlin", "192.0.2.20")
