@@ -109,6 +109,16 @@ pub trait ChannelSpec {
     /// files with this extension under `--out` (channels that post the JSON or email
     /// renders have no format of their own).
     const FORMAT: Option<&'static str> = None;
+    /// Whether `per_sec` is a platform-wide budget that instances sharing a Postgres store
+    /// take slots of together (Telegram's 30/s per bot); false where each destination is
+    /// its own platform (webhooks, robots).
+    const SHARED_BUDGET: bool = true;
+
+    /// Messages a minute to one group destination, when the platform limits groups more
+    /// tightly than other destinations (Telegram).
+    fn group_per_minute(_config: &Config) -> Option<f64> {
+        None
+    }
 
     /// The address within the channel (a chat id, a URL).
     type Target: Clone + PartialEq + Eq + Hash + fmt::Debug;
@@ -191,6 +201,20 @@ macro_rules! registry {
             pub fn default_limits(self) -> ChannelLimits {
                 match self {
                     $(Channel::$variant => <$module::Spec as ChannelSpec>::LIMITS),*
+                }
+            }
+
+            /// Whether instances share this channel's `per_sec` as one platform budget.
+            pub fn shared_budget(self) -> bool {
+                match self {
+                    $(Channel::$variant => <$module::Spec as ChannelSpec>::SHARED_BUDGET),*
+                }
+            }
+
+            /// The per-minute limit of a group destination, if the platform has one.
+            pub fn group_per_minute(self, config: &Config) -> Option<f64> {
+                match self {
+                    $(Channel::$variant => <$module::Spec as ChannelSpec>::group_per_minute(config)),*
                 }
             }
 

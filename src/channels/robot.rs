@@ -72,6 +72,8 @@ impl<P: Platform> ChannelSpec for RobotSpec<P> {
     const FORMS: &'static str = P::FORMS;
     const LIMITS: ChannelLimits = P::LIMITS;
     const FORMAT: Option<&'static str> = Some("json");
+    // Each robot is limited on its own; no budget across robots is documented.
+    const SHARED_BUDGET: bool = false;
 
     type Target = Robot;
     type Sender = RobotSender;

@@ -91,7 +91,7 @@ impl Engine {
         let limits = Channel::ALL
             .iter()
             .map(|c| {
-                let group = (*c == Channel::Telegram).then_some(config.telegram.group_per_minute);
+                let group = c.group_per_minute(config);
                 (
                     *c,
                     Arc::new(Limits::new(&config.delivery.limits(*c), group)),
@@ -276,7 +276,7 @@ impl Engine {
     /// Webhooks have no platform: each host is its own destination. Stretched like a
     /// destination's spacing, because the platform counts arrivals.
     fn shared_gap(&self, channel: Channel) -> Option<i64> {
-        if !self.shared_budgets || channel == Channel::Webhook {
+        if !self.shared_budgets || !channel.shared_budget() {
             return None;
         }
         let per_sec = self.delivery.limits(channel).per_sec.max(0.001);

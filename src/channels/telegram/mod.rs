@@ -26,6 +26,10 @@ impl ChannelSpec for Spec {
     };
     const FORMAT: Option<&'static str> = Some("html");
 
+    fn group_per_minute(config: &Config) -> Option<f64> {
+        Some(config.telegram.group_per_minute)
+    }
+
     /// A private chat, group, supergroup or channel id.
     type Target = i64;
     type Sender = TelegramSender;

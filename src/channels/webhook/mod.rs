@@ -22,6 +22,7 @@ impl ChannelSpec for Spec {
         per_destination_per_sec: 10.0,
         concurrency: 32,
     };
+    const SHARED_BUDGET: bool = false;
 
     /// The receiver's URL; it may embed a credential.
     type Target = url::Url;
