@@ -221,6 +221,30 @@ const PHRASE_WORDS_AFTER: usize = 4;
 /// The words around `figure` that say what it measures: its clause (cut at commas,
 /// semicolons, colons, parentheses and the sentence's end), at most a few words either side,
 /// "…" where the clause goes on. None when the figure is not in the sentence.
+/// A text cut with '…' (a long paper title) without the word that led into the cut:
+/// "… for Blackwell GPUs through an…" -> "… for Blackwell GPUs through…".
+fn without_dangling_word(cut: String) -> String {
+    let Some(kept) = cut.strip_suffix('…') else {
+        return cut;
+    };
+    let mut words: Vec<&str> = kept.split_whitespace().collect();
+    while words.len() > 1
+        && words
+            .last()
+            .is_some_and(|w| DANGLING.contains(&w.to_ascii_lowercase().as_str()))
+    {
+        words.pop();
+    }
+    format!("{}…", words.join(" "))
+}
+
+/// Words that lead into the rest of a clause: a quote cut after one of them dangles.
+const DANGLING: &[&str] = &[
+    "a", "an", "the", "at", "in", "on", "of", "for", "to", "with", "by", "from", "as", "than",
+    "and", "or", "over", "per", "across", "into", "under", "against", "via", "vs", "through",
+    "using", "within", "without", "between", "about", "is", "are",
+];
+
 fn figure_phrase(sentence: &str, figure: &str) -> Option<String> {
     let at = sentence
         .find(figure)
@@ -236,7 +260,15 @@ fn figure_phrase(sentence: &str, figure: &str) -> Option<String> {
     let left: Vec<&str> = sentence[start..at].split_whitespace().collect();
     let right: Vec<&str> = after[..stop].split_whitespace().collect();
     let kept_left = &left[left.len().saturating_sub(PHRASE_WORDS_BEFORE)..];
-    let kept_right = &right[..right.len().min(PHRASE_WORDS_AFTER)];
+    let mut kept_right = &right[..right.len().min(PHRASE_WORDS_AFTER)];
+    // A cut quote must not end on a word that leads into what was cut ("… in BF16 at…").
+    if kept_right.len() < right.len() {
+        while let Some((last, rest)) = kept_right.split_last()
+            && DANGLING.contains(&last.to_ascii_lowercase().as_str())
+        {
+            kept_right = rest;
+        }
+    }
     let mut phrase = String::new();
     if kept_left.len() < left.len() {
         phrase.push('…');
@@ -389,7 +421,7 @@ fn brief(candidate: &Candidate, t: &Locale, sentences: &[String], changes: usize
     let primary = candidate.event.primary();
     let title = match primary.kind {
         ItemKind::Release => truncate_chars(release_notes::release_name(&primary.title), 80),
-        _ => truncate_chars(&primary.title, 80),
+        _ => without_dangling_word(truncate_chars(&primary.title, 80)),
     };
     let fact = sentences
         .iter()
@@ -679,5 +711,22 @@ mod tests {
             &["kernel_codegen"],
         );
         assert!(summarize(&c, &t, 300).watch.contains("its code is public"));
+    }
+
+    #[test]
+    fn a_cut_text_does_not_end_on_a_word_that_leads_into_the_cut() {
+        assert_eq!(
+            without_dangling_word("Fused Attention Kernels for Blackwell GPUs through an…".into()),
+            "Fused Attention Kernels for Blackwell GPUs…"
+        );
+        assert_eq!(without_dangling_word("Whole title".into()), "Whole title");
+        assert_eq!(
+            figure_phrase(
+                "TileFuse kernels reach 1,530 TFLOPS in BF16 at head dimension 128",
+                "1,530 TFLOPS"
+            )
+            .as_deref(),
+            Some("TileFuse kernels reach 1,530 TFLOPS in BF16…")
+        );
     }
 }
