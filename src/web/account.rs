@@ -160,19 +160,23 @@ impl Account {
         }
     }
 
-    /// Stores a new sign-up's delivery time (the store's sign-up takes filter and language).
+    /// Stores a new sign-up's delivery time (the store's sign-up takes filter and language)
+    /// and returns the sign-up as stored.
     pub(super) async fn set_time(
         &self,
         id: i64,
         at: Option<crate::subscriber::LocalTime>,
-    ) -> anyhow::Result<()> {
-        if let Some(mut s) = self.store.subscriber(id).await?
-            && s.deliver_at != at
-        {
+    ) -> anyhow::Result<Subscriber> {
+        let mut s = self
+            .store
+            .subscriber(id)
+            .await?
+            .ok_or_else(|| anyhow::anyhow!("sign-up {id} vanished"))?;
+        if s.deliver_at != at {
             s.deliver_at = at;
             self.store.update_subscriber(&s, Utc::now()).await?;
         }
-        Ok(())
+        Ok(s)
     }
 
     /// The empty delivery-time fields of a sign-up form.
@@ -218,19 +222,33 @@ impl Account {
     /// A page whose one button POSTs to `action`: what a GET of a link in an email shows, so
     /// that fetching the link changes nothing. `keys`: title, text and button.
     fn button_page(&self, language: &str, keys: [&str; 3], action: String) -> Response {
+        let form = AccountForm {
+            action,
+            ..AccountForm::default()
+        };
+        self.form_page(StatusCode::OK, language, keys, None, form)
+    }
+
+    /// A page with a title, one paragraph and `form`, whose button it labels. `keys`:
+    /// title, text and button.
+    pub(super) fn form_page(
+        &self,
+        status: StatusCode,
+        language: &str,
+        keys: [&str; 3],
+        error: Option<String>,
+        form: AccountForm,
+    ) -> Response {
         let t = self.renderer(language).locale();
         let [title, text, button] = keys.map(|k| t.get(k).to_string());
         self.page(
-            StatusCode::OK,
+            status,
             language,
             &AccountPage {
                 title,
                 paragraphs: vec![text],
-                form: Some(AccountForm {
-                    action,
-                    button,
-                    ..AccountForm::default()
-                }),
+                error,
+                form: Some(AccountForm { button, ..form }),
                 ..AccountPage::default()
             },
         )

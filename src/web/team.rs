@@ -29,7 +29,7 @@ use super::account::{
 use crate::channels::{Address, Meta, Options, SendError};
 use crate::config::LANGUAGES;
 use crate::model::Filter;
-use crate::render::{AccountForm, AccountPage};
+use crate::render::AccountForm;
 use crate::store::Signup;
 use crate::subscriber::Status;
 use crate::tokens::{CONFIRM_TTL_SECS, Purpose, chat_code, same_secret, sign, verify};
@@ -61,25 +61,15 @@ fn team_page(
     fields: &Fields,
     filter: &Filter,
 ) -> Response {
-    let t = a.renderer(language).locale();
-    a.page(
-        status,
-        language,
-        &AccountPage {
-            title: t.get("team_title").to_string(),
-            paragraphs: vec![t.get("team_lead").to_string()],
-            error,
-            form: Some(AccountForm {
-                action: "/subscribe/team".into(),
-                button: t.get("team_button").to_string(),
-                robot: Some((fields.robot.clone(), fields.keyword.clone())),
-                settings: Some(a.settings_form(filter, language)),
-                time: a.blank_time(),
-                ..AccountForm::default()
-            }),
-            ..AccountPage::default()
-        },
-    )
+    let form = AccountForm {
+        action: "/subscribe/team".into(),
+        robot: Some((fields.robot.clone(), fields.keyword.clone())),
+        settings: Some(a.settings_form(filter, language)),
+        time: a.blank_time(),
+        ..AccountForm::default()
+    };
+    let keys = ["team_title", "team_lead", "team_button"];
+    a.form_page(status, language, keys, error, form)
 }
 
 fn code_page(
@@ -89,24 +79,14 @@ fn code_page(
     error: Option<String>,
     token: &str,
 ) -> Response {
-    let t = a.renderer(language).locale();
-    a.page(
-        status,
-        language,
-        &AccountPage {
-            title: t.get("team_sent_title").to_string(),
-            paragraphs: vec![t.get("team_sent").to_string()],
-            error,
-            form: Some(AccountForm {
-                action: "/subscribe/team/confirm".into(),
-                button: t.get("team_code_button").to_string(),
-                code: true,
-                hidden: vec![("token".into(), token.to_string())],
-                ..AccountForm::default()
-            }),
-            ..AccountPage::default()
-        },
-    )
+    let form = AccountForm {
+        action: "/subscribe/team/confirm".into(),
+        code: true,
+        hidden: vec![("token".into(), token.to_string())],
+        ..AccountForm::default()
+    };
+    let keys = ["team_sent_title", "team_sent", "team_code_button"];
+    a.form_page(status, language, keys, error, form)
 }
 
 fn language_of(fields: &Fields, headers: &HeaderMap, default: &str) -> String {
@@ -179,15 +159,11 @@ pub async fn team_signup(
         .await
     {
         Ok(Signup::Pending(id)) => match a.set_time(id, deliver_at).await {
+            Ok(s) => {
+                let code = chat_code(&a.secret, id, &address.to_stored(), s.created_at);
+                (id, t.fill("team_note", &[("code", &code)]))
+            }
             Err(error) => return failure(error),
-            Ok(()) => match a.store.subscriber(id).await {
-                Ok(Some(s)) => {
-                    let code = chat_code(&a.secret, id, &address.to_stored(), s.created_at);
-                    (id, t.fill("team_note", &[("code", &code)]))
-                }
-                Ok(None) => return failure(anyhow::anyhow!("sign-up {id} vanished")),
-                Err(error) => return failure(error),
-            },
         },
         Ok(Signup::AlreadySubscribed(id)) => (id, t.get("team_note_known").to_string()),
         Err(error) => return failure(error),
