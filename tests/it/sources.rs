@@ -20,6 +20,18 @@ fn kdigest(config: &Path, args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// The binary run off the async threads (the loopback site answers on them).
+async fn kdigest_off_thread(config: &Path, args: &[&str]) -> Output {
+    let config = config.to_path_buf();
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        kdigest(&config, &args)
+    })
+    .await
+    .unwrap()
+}
+
 fn out(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
@@ -168,15 +180,8 @@ async fn a_page_is_resolved_to_its_feed_once_and_check_reports_each_source() {
         dir.path(),
         &format!("[[sources]]\nname = \"down\"\nurl = \"{base}/broken.xml\"\nkind = \"feed\"\n"),
     );
-    let (c, b) = (config.clone(), base.clone());
-    let added = tokio::task::spawn_blocking(move || {
-        kdigest(
-            &c,
-            &["sources", "add", "Example blog", &format!("{b}/blog/")],
-        )
-    })
-    .await
-    .unwrap();
+    let page = format!("{base}/blog/");
+    let added = kdigest_off_thread(&config, &["sources", "add", "Example blog", &page]).await;
     assert!(added.status.success(), "{}", err(&added));
     assert!(out(&added).contains("its feed is"), "{}", out(&added));
     let text = std::fs::read_to_string(&config).unwrap();
@@ -184,19 +189,12 @@ async fn a_page_is_resolved_to_its_feed_once_and_check_reports_each_source() {
         text.contains(&format!("url = \"{base}/blog/feed.atom\"")),
         "the feed URL is stored: {text}"
     );
-    let (c, b) = (config.clone(), base.clone());
-    let none = tokio::task::spawn_blocking(move || {
-        kdigest(&c, &["sources", "add", "Nothing", &format!("{b}/nofeed")])
-    })
-    .await
-    .unwrap();
+    let no_feed = format!("{base}/nofeed");
+    let none = kdigest_off_thread(&config, &["sources", "add", "Nothing", &no_feed]).await;
     assert_eq!(none.status.code(), Some(2));
     assert!(err(&none).contains("announces no feed"), "{}", err(&none));
 
-    let c = config.clone();
-    let check = tokio::task::spawn_blocking(move || kdigest(&c, &["sources", "check"]))
-        .await
-        .unwrap();
+    let check = kdigest_off_thread(&config, &["sources", "check"]).await;
     assert_eq!(
         check.status.code(),
         Some(1),
@@ -208,11 +206,7 @@ async fn a_page_is_resolved_to_its_feed_once_and_check_reports_each_source() {
         "{report}"
     );
     assert!(report.contains("FAIL  down: HTTP 500"), "{report}");
-    let c = config.clone();
-    let one =
-        tokio::task::spawn_blocking(move || kdigest(&c, &["sources", "check", "example BLOG"]))
-            .await
-            .unwrap();
+    let one = kdigest_off_thread(&config, &["sources", "check", "example BLOG"]).await;
     assert!(one.status.success(), "{}", err(&one));
 }
 
@@ -226,21 +220,16 @@ async fn a_failing_source_is_backed_off_named_in_the_digest_and_listed() {
             "[[sources]]\nname = \"blog\"\nurl = \"{base}/blog/feed.atom\"\nkind = \"github_releases\"\n\n[[sources]]\nname = \"down\"\nurl = \"{base}/broken.xml\"\nkind = \"feed\"\n"
         ),
     );
-    let run = |args: &'static [&'static str]| {
-        let c = config.clone();
-        tokio::task::spawn_blocking(move || kdigest(&c, args))
-    };
+    let regenerate = [
+        "digest",
+        "--date",
+        "2026-10-28",
+        "--force",
+        "--format",
+        "json",
+    ];
     for _ in 0..3 {
-        let o = run(&[
-            "digest",
-            "--date",
-            "2026-10-28",
-            "--force",
-            "--format",
-            "json",
-        ])
-        .await
-        .unwrap();
+        let o = kdigest_off_thread(&config, &regenerate).await;
         assert!(o.status.success(), "{}", err(&o));
     }
     let tried = broken_hits.load(Ordering::SeqCst);
@@ -248,22 +237,13 @@ async fn a_failing_source_is_backed_off_named_in_the_digest_and_listed() {
         tried >= 3,
         "fetched on each of the first three runs ({tried} requests)"
     );
-    let list = out(&run(&["sources", "list"]).await.unwrap());
+    let list = out(&kdigest_off_thread(&config, &["sources", "list"]).await);
     assert!(
         list.contains("3 failures in a row, next try: backed off until"),
         "{list}"
     );
     assert!(list.contains("last error: HTTP 500"), "{list}");
-    let fourth = run(&[
-        "digest",
-        "--date",
-        "2026-10-28",
-        "--force",
-        "--format",
-        "json",
-    ])
-    .await
-    .unwrap();
+    let fourth = kdigest_off_thread(&config, &regenerate).await;
     assert!(fourth.status.success(), "{}", err(&fourth));
     assert_eq!(
         broken_hits.load(Ordering::SeqCst),
