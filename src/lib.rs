@@ -13,6 +13,7 @@
 //!        -> summarize -> digest (assemble, filter) -> store(digest) -> render
 //! ```
 
+pub mod archive;
 pub mod bot;
 pub mod channels;
 pub mod classify;

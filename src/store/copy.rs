@@ -133,6 +133,8 @@ impl Store {
             .execute(pool)
             .await?;
         }
+        // The archive rows are derived from the digests: built here, not copied.
+        self.reindex_archive().await?;
         Ok(())
     }
 }

@@ -31,6 +31,7 @@ macro_rules! on_db {
     };
 }
 
+mod archive;
 mod cluster;
 mod copy;
 mod lease;
@@ -115,9 +116,11 @@ impl Store {
             .run(&pool)
             .await
             .context("Cannot apply the Postgres migrations")?;
-        Ok(Store {
+        let store = Store {
             db: Db::Postgres(pool),
-        })
+        };
+        store.reindex_archive().await?;
+        Ok(store)
     }
 
     /// Opens (creating if needed) the database file and applies migrations.
@@ -159,9 +162,11 @@ impl Store {
         let migrated = sqlx::migrate!("./migrations/sqlite").run(&pool).await;
         drop(lock);
         migrated.context("Cannot apply database migrations")?;
-        Ok(Store {
+        let store = Store {
             db: Db::Sqlite(pool),
-        })
+        };
+        store.reindex_archive().await?;
+        Ok(store)
     }
 
     pub fn backend(&self) -> Backend {
@@ -322,7 +327,8 @@ impl Store {
              VALUES ($1, $2, $3, $4, $5, $6)
              ON CONFLICT (digest_date) DO UPDATE SET
                generated_at = excluded.generated_at, generation_mode = excluded.generation_mode,
-               window_start = excluded.window_start, window_end = excluded.window_end, data = excluded.data";
+               window_start = excluded.window_start, window_end = excluded.window_end, data = excluded.data,
+               search_version = 0";
         let data = serde_json::to_string(digest)?;
         on_db!(&self.db, pool => {
             sqlx::query(sql)
@@ -335,7 +341,9 @@ impl Store {
                 .execute(pool)
                 .await?;
         });
-        Ok(())
+        // Stored first: should indexing fail, search_version 0 has it indexed again when
+        // the store next opens.
+        self.index_digest(digest).await
     }
 
     pub async fn load_digest(&self, date: NaiveDate) -> anyhow::Result<Option<Digest>> {

@@ -539,3 +539,83 @@ async fn a_sqlite_store_copies_into_postgres_and_a_full_target_is_refused() {
     let fresh = add(&to, "telegram:8").await;
     assert!(fresh > b, "the identity continues after the copied ids");
 }
+
+on_both_engines!(the_archive_finds_english_and_chinese_terms_layers_and_appearances);
+
+/// The archive behind /search, /layer and /e: substring terms in any language (three
+/// characters or more through the index, shorter ones too), titles first, wildcards taken
+/// literally, an event's every appearance, and a digest stored again replacing its rows.
+async fn the_archive_finds_english_and_chinese_terms_layers_and_appearances(store: Store) {
+    let base = kdigest::demo::serve_feeds().await.unwrap();
+    let config = kdigest::demo::demo_config(&base, None).unwrap();
+    let date = kdigest::demo::demo_date();
+    let mut digest = kdigest::pipeline::generate(&config, &store, date, &|_| {})
+        .await
+        .unwrap();
+    let all: Vec<_> = digest.events().cloned().collect();
+    let search = |q: &str| {
+        let store = store.clone();
+        let terms = kdigest::archive::terms(q);
+        async move { store.search_events(&terms, 0, 50).await.unwrap() }
+    };
+    let ids = |found: &[kdigest::archive::ArchivedEvent]| -> Vec<String> {
+        found.iter().map(|a| a.event.id.clone()).collect()
+    };
+    // Every event is found by its own title, first.
+    for e in &all {
+        let found = search(&e.title).await;
+        assert_eq!(found[0].event.id, e.id, "{}", e.title);
+        assert_eq!(found[0].date, date);
+    }
+    // A word in the middle of a title, in other case.
+    let first = &all[0];
+    let word = first
+        .title
+        .split_whitespace()
+        .find(|w| w.chars().count() >= 4 && w.chars().all(char::is_alphanumeric))
+        .unwrap()
+        .to_uppercase();
+    assert!(ids(&search(&word).await).contains(&first.id), "{word}");
+    assert!(search("zzqxnotaword").await.is_empty());
+    assert!(search("100%_").await.is_empty());
+    assert!(search("").await.is_empty());
+
+    // Chinese words in a translation: a three-character term through the trigram index, a
+    // two-character one (too short for it) too, and both together.
+    let key = digest.key_changes[0].id.clone();
+    digest.key_changes[0].translations.insert(
+        "zh-CN".into(),
+        kdigest::model::EventWords {
+            summary: Some("新的编译器后端把矩阵乘法提速两倍。".into()),
+            ..Default::default()
+        },
+    );
+    store.save_digest(&digest, Utc::now()).await.unwrap();
+    assert_eq!(ids(&search("编译器").await), [key.clone()]);
+    assert_eq!(ids(&search("后端").await), [key.clone()]);
+    assert_eq!(ids(&search("乘法 编译器后端").await), [key.clone()]);
+    assert!(search("编译器 zzqx").await.is_empty());
+
+    // The same event in the next day's digest: two appearances, newest first; a layer page
+    // lists it on both days.
+    let mut next = digest.clone();
+    next.date = date.succ_opt().unwrap();
+    next.key_changes.truncate(1);
+    next.papers.clear();
+    next.other_updates.clear();
+    next.watchlist.clear();
+    store.save_digest(&next, Utc::now()).await.unwrap();
+    let seen = store.event_appearances(&key).await.unwrap();
+    let dates: Vec<_> = seen.iter().map(|a| a.date).collect();
+    assert_eq!(dates, [next.date, date]);
+    let layer = digest.key_changes[0].layers[0].clone();
+    let listed = store.layer_events(&layer, 0, 100).await.unwrap();
+    assert_eq!(listed[0].date, next.date);
+    assert!(listed.iter().all(|a| a.event.layers.contains(&layer)));
+    let expected = all.iter().filter(|e| e.layers.contains(&layer)).count() + 1;
+    assert_eq!(listed.len(), expected);
+    assert_eq!(store.layer_events(&layer, 1, 1).await.unwrap()[0], listed[1]);
+    assert!(store.layer_events("no_such_layer", 0, 10).await.unwrap().is_empty());
+    // Both digests are indexed: nothing to do when the store opens again.
+    assert_eq!(store.reindex_archive().await.unwrap(), 0);
+}
