@@ -18,6 +18,8 @@ pub const MAX_TERM_CHARS: usize = 100;
 #[derive(Debug, Clone, PartialEq)]
 pub struct ArchivedEvent {
     pub date: chrono::NaiveDate,
+    /// When that digest's window ended: the moment it was news.
+    pub published: chrono::DateTime<chrono::Utc>,
     pub event: DigestEvent,
 }
 

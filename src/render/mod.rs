@@ -11,6 +11,7 @@ use anyhow::Context as _;
 use minijinja::{AutoEscape, Environment, Value, context};
 use serde::Serialize;
 
+use crate::archive::ArchivedEvent;
 use crate::channels::Channel;
 use crate::locale::Locale;
 use crate::model::{Digest, DigestEvent};
@@ -30,6 +31,10 @@ const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../../templates/email.html.j2"),
     ),
     ("email.txt.j2", include_str!("../../templates/email.txt.j2")),
+    (
+        "archive.html.j2",
+        include_str!("../../templates/archive.html.j2"),
+    ),
     (
         "telegram.html.j2",
         include_str!("../../templates/telegram.html.j2"),
@@ -213,9 +218,29 @@ struct EventView {
     summary: String,
     why: String,
     layers: String,
+    /// The layer names, for pages that link each one.
+    layer_list: Vec<String>,
     score: String,
     kind: String,
     sources: Vec<LinkView>,
+}
+
+/// The blog's archive pages (search, a layer, an event's permalink): a title, an optional
+/// lead, the search form, events listed, one event in full with the digests it was in, a
+/// line for an empty list, paging links and a feed.
+#[derive(Debug, Default)]
+pub struct ArchivePage<'a> {
+    pub title: String,
+    pub lead: Option<String>,
+    /// `Some` shows the search form with this query.
+    pub query: Option<String>,
+    pub results: &'a [ArchivedEvent],
+    /// The event of a permalink page, with every appearance (newest first).
+    pub event: Option<(&'a DigestEvent, &'a [ArchivedEvent])>,
+    pub empty: Option<String>,
+    pub newer: Option<String>,
+    pub older: Option<String>,
+    pub feed_url: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -357,6 +382,44 @@ impl Renderer {
         Ok(self.env.get_template("home.html.j2")?.render(ctx)?)
     }
 
+    /// A search, layer or permalink page of the archive.
+    pub fn archive(&self, page: &ArchivePage) -> anyhow::Result<String> {
+        let results: Vec<Value> = page
+            .results
+            .iter()
+            .map(|a| {
+                let view = self.event_view(a.event.n, &a.event);
+                let summary = crate::text::truncate_chars(&view.summary, 320);
+                context! { date => a.date.to_string(), summary => summary, ..Value::from_serialize(&view) }
+            })
+            .collect();
+        let (event, appearances) = match page.event {
+            Some((e, seen)) => (
+                Some(self.event_view(e.n, e)),
+                seen.iter()
+                    .map(|a| context! { date => a.date.to_string(), score => a.event.score.to_string() })
+                    .collect(),
+            ),
+            None => (None, Vec::new()),
+        };
+        let ctx = context! {
+            t => Value::from_serialize(&self.locale),
+            lang => &self.language,
+            title => page.title,
+            lead => page.lead,
+            search => page.query.is_some(),
+            query => page.query,
+            results => results,
+            event => event,
+            appearances => appearances,
+            empty => page.empty,
+            newer => page.newer,
+            older => page.older,
+            feed_url => page.feed_url,
+        };
+        Ok(self.env.get_template("archive.html.j2")?.render(ctx)?)
+    }
+
     /// A newsletter: subject, HTML and text, with preferences and unsubscribe links in both
     /// parts.
     pub fn email(
@@ -466,6 +529,7 @@ impl Renderer {
             summary: collapse_whitespace(&e.summary),
             why: collapse_whitespace(&e.why_it_matters),
             layers: e.layers.join(t.get("list_separator")),
+            layer_list: e.layers.clone(),
             score: e.score.to_string(),
             kind: format!("{:?}", e.kind).to_lowercase(),
             sources: e

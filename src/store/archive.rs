@@ -8,7 +8,7 @@
 //! (terms of three characters or more) and checks shorter terms with LIKE; Postgres uses
 //! ILIKE, through a pg_trgm index when the extension could be created.
 
-use chrono::NaiveDate;
+use chrono::{DateTime, NaiveDate, Utc};
 
 use super::Store;
 use crate::archive::{ArchivedEvent, fts_query, like_pattern, searchable_text};
@@ -23,13 +23,7 @@ impl Store {
     pub(super) async fn index_digest(&self, digest: &Digest) -> anyhow::Result<()> {
         let rows: Vec<(&DigestEvent, String, String)> = digest
             .events()
-            .map(|e| {
-                Ok((
-                    e,
-                    searchable_text(digest, e),
-                    serde_json::to_string(e)?,
-                ))
-            })
+            .map(|e| Ok((e, searchable_text(digest, e), serde_json::to_string(e)?)))
             .collect::<anyhow::Result<_>>()?;
         on_db!(&self.db, pool => {
             let mut tx = pool.begin().await?;
@@ -105,7 +99,8 @@ impl Store {
         }
         let patterns: Vec<String> = terms.iter().map(|t| like_pattern(t)).collect();
         // $1 limit, $2 offset, $3.. the patterns, then (SQLite) the FTS5 query.
-        let placeholders: Vec<String> = (0..patterns.len()).map(|i| format!("${}", i + 3)).collect();
+        let placeholders: Vec<String> =
+            (0..patterns.len()).map(|i| format!("${}", i + 3)).collect();
         let all_in = |column: &str, op: &str| {
             placeholders
                 .iter()
@@ -127,14 +122,15 @@ impl Store {
             None => String::new(),
         };
         let sql = format!(
-            "SELECT e.digest_date, e.data FROM digest_events e
+            "SELECT e.digest_date, d.window_end, e.data FROM digest_events e
+             JOIN digests d ON d.digest_date = e.digest_date
              WHERE {candidates}{}
              ORDER BY CASE WHEN {} THEN 0 ELSE 1 END, e.digest_date DESC, e.score DESC, e.n
              LIMIT $1 OFFSET $2",
             all_in("e.body", like),
             all_in("e.title", like),
         );
-        let rows: Vec<(NaiveDate, String)> = on_db!(&self.db, pool => {
+        let rows: Vec<Row> = on_db!(&self.db, pool => {
             let mut query = sqlx::query_as(&sql).bind(limit).bind(offset);
             for p in &patterns {
                 query = query.bind(p);
@@ -154,11 +150,12 @@ impl Store {
         offset: i64,
         limit: i64,
     ) -> anyhow::Result<Vec<ArchivedEvent>> {
-        let sql = "SELECT e.digest_date, e.data FROM digest_event_layers l
+        let sql = "SELECT e.digest_date, d.window_end, e.data FROM digest_event_layers l
              JOIN digest_events e ON e.digest_date = l.digest_date AND e.event_id = l.event_id
+             JOIN digests d ON d.digest_date = e.digest_date
              WHERE l.layer = $1
              ORDER BY e.digest_date DESC, e.score DESC, e.n LIMIT $2 OFFSET $3";
-        let rows: Vec<(NaiveDate, String)> = on_db!(&self.db, pool => {
+        let rows: Vec<Row> = on_db!(&self.db, pool => {
             sqlx::query_as(sql).bind(layer).bind(limit).bind(offset).fetch_all(pool).await?
         });
         archived(rows)
@@ -166,21 +163,29 @@ impl Store {
 
     /// Every digest an event appeared in, newest first.
     pub async fn event_appearances(&self, event_id: &str) -> anyhow::Result<Vec<ArchivedEvent>> {
-        let sql = "SELECT digest_date, data FROM digest_events WHERE event_id = $1
-             ORDER BY digest_date DESC LIMIT 100";
-        let rows: Vec<(NaiveDate, String)> = on_db!(&self.db, pool => {
+        let sql = "SELECT e.digest_date, d.window_end, e.data FROM digest_events e
+             JOIN digests d ON d.digest_date = e.digest_date
+             WHERE e.event_id = $1 ORDER BY e.digest_date DESC LIMIT 100";
+        let rows: Vec<Row> = on_db!(&self.db, pool => {
             sqlx::query_as(sql).bind(event_id).fetch_all(pool).await?
         });
         archived(rows)
     }
 }
 
-fn archived(rows: Vec<(NaiveDate, String)>) -> anyhow::Result<Vec<ArchivedEvent>> {
+/// A digest's date, its window's end and one event's JSON.
+type Row = (NaiveDate, DateTime<Utc>, String);
+
+fn archived(rows: Vec<Row>) -> anyhow::Result<Vec<ArchivedEvent>> {
     rows.into_iter()
-        .map(|(date, data)| {
+        .map(|(date, published, data)| {
             let event = serde_json::from_str(&data)
                 .map_err(|e| anyhow::anyhow!("Archived event of {date} is not valid JSON: {e}"))?;
-            Ok(ArchivedEvent { date, event })
+            Ok(ArchivedEvent {
+                date,
+                published,
+                event,
+            })
         })
         .collect()
 }

@@ -72,7 +72,7 @@ impl Blog {
     }
 }
 
-fn failure(error: anyhow::Error) -> Response {
+pub(super) fn failure(error: anyhow::Error) -> Response {
     tracing::error!(message = "Blog page failed", error = %format!("{error:#}"));
     StatusCode::INTERNAL_SERVER_ERROR.into_response()
 }
@@ -115,7 +115,7 @@ pub async fn home(State(blog): State<Arc<Blog>>, Query(q): Query<PageQuery>) -> 
 }
 
 /// A 404 that is a page: what is missing and the way home.
-fn not_found(blog: &Blog) -> Response {
+pub(super) fn not_found(blog: &Blog) -> Response {
     let t = blog.renderer.locale();
     let page = crate::render::AccountPage {
         title: t.get("not_found_title").to_string(),
@@ -210,34 +210,82 @@ pub async fn feed(State(blog): State<Arc<Blog>>) -> Response {
     let result = async {
         let digests = blog.store.digests_page(0, FEED_ENTRIES).await?;
         let t = blog.renderer.locale();
-        let updated = digests.first().map_or_else(
-            || "1970-01-01T00:00:00Z".to_string(),
-            |(d, _)| d.window.end.to_rfc3339(),
-        );
-        let mut xml = format!(
-            "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<feed xmlns=\"http://www.w3.org/2005/Atom\">\n<id>{base}</id>\n<title>{}</title>\n<subtitle>{}</subtitle>\n<updated>{updated}</updated>\n<link rel=\"self\" href=\"{}\"/>\n<link rel=\"alternate\" href=\"{base}\"/>\n",
-            escape_html(t.get("blog_title")),
-            escape_html(t.get("blog_tagline")),
-            base.join("feed.xml")?
-        );
-        for (d, _) in &digests {
-            let url = base.join(&format!("digest/{}", d.date))?;
-            xml.push_str(&format!(
-                "<entry>\n<id>{url}</id>\n<title>{}</title>\n<updated>{}</updated>\n<link rel=\"alternate\" href=\"{url}\"/>\n<author><name>kdigest</name></author>\n<summary>{}</summary>\n</entry>\n",
-                escape_html(&d.title),
-                d.window.end.to_rfc3339(),
-                escape_html(&d.overview)
-            ));
-        }
-        xml.push_str("</feed>\n");
-        anyhow::Ok(xml)
+        let entries = digests
+            .iter()
+            .map(|(d, _)| {
+                Ok(AtomEntry {
+                    id: base.join(&format!("digest/{}", d.date))?.to_string(),
+                    link: base.join(&format!("digest/{}", d.date))?.to_string(),
+                    title: d.title.clone(),
+                    updated: d.window.end.to_rfc3339(),
+                    summary: d.overview.clone(),
+                })
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        anyhow::Ok(atom(
+            t.get("blog_title"),
+            t.get("blog_tagline"),
+            base.as_str(),
+            base.join("feed.xml")?.as_str(),
+            &entries,
+        ))
     };
     match result.await {
-        Ok(xml) => (
-            [(header::CONTENT_TYPE, "application/atom+xml; charset=utf-8")],
-            xml,
-        )
-            .into_response(),
+        Ok(xml) => atom_response(xml),
         Err(e) => failure(e),
     }
+}
+
+/// One entry of an Atom feed; every field is plain text, escaped by [`atom`].
+pub(super) struct AtomEntry {
+    pub id: String,
+    pub link: String,
+    pub title: String,
+    /// RFC 3339.
+    pub updated: String,
+    pub summary: String,
+}
+
+/// An Atom 1.0 document: its id is the alternate (HTML) page; updated is the newest
+/// entry's (the epoch for an empty feed).
+pub(super) fn atom(
+    title: &str,
+    subtitle: &str,
+    alternate: &str,
+    self_url: &str,
+    entries: &[AtomEntry],
+) -> String {
+    let updated = entries
+        .iter()
+        .map(|e| e.updated.as_str())
+        .max()
+        .unwrap_or("1970-01-01T00:00:00Z");
+    let mut xml = format!(
+        "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<feed xmlns=\"http://www.w3.org/2005/Atom\">\n<id>{}</id>\n<title>{}</title>\n<subtitle>{}</subtitle>\n<updated>{updated}</updated>\n<link rel=\"self\" href=\"{}\"/>\n<link rel=\"alternate\" href=\"{}\"/>\n",
+        escape_html(alternate),
+        escape_html(title),
+        escape_html(subtitle),
+        escape_html(self_url),
+        escape_html(alternate),
+    );
+    for e in entries {
+        xml.push_str(&format!(
+            "<entry>\n<id>{}</id>\n<title>{}</title>\n<updated>{}</updated>\n<link rel=\"alternate\" href=\"{}\"/>\n<author><name>kdigest</name></author>\n<summary>{}</summary>\n</entry>\n",
+            escape_html(&e.id),
+            escape_html(&e.title),
+            escape_html(&e.updated),
+            escape_html(&e.link),
+            escape_html(&e.summary)
+        ));
+    }
+    xml.push_str("</feed>\n");
+    xml
+}
+
+pub(super) fn atom_response(xml: String) -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/atom+xml; charset=utf-8")],
+        xml,
+    )
+        .into_response()
 }

@@ -1,5 +1,6 @@
 //! The daemon's HTTP side: `/healthz`, Prometheus `/metrics`, the blog (`/`,
-//! `/digest/{date}`, `/feed.xml`), the account pages (`/subscribe`, `/confirm/{token}`,
+//! `/digest/{date}`, `/feed.xml`) and its archive (`/search`, `/e/{id}`, `/layer/{name}`,
+//! `/layer/{name}/feed.xml`), the account pages (`/subscribe`, `/confirm/{token}`,
 //! `/unsubscribe/{token}`, `/preferences/{token}`) when KDIGEST_SECRET is set, Telegram's
 //! `/telegram/webhook` in webhook mode, and Discord's `/discord/interactions` when a public
 //! key is configured.
@@ -20,6 +21,7 @@ use crate::deliver::engine::Engine;
 use crate::metrics::Metrics;
 
 pub mod account;
+pub mod archive;
 pub mod blog;
 pub mod pages;
 pub mod team;
@@ -86,7 +88,17 @@ pub fn router(metrics: Arc<Metrics>, services: Services) -> Router {
                 "/digest/{date}",
                 get(blog::digest_page).with_state(b.clone()),
             )
-            .route("/feed.xml", get(blog::feed).with_state(b));
+            .route("/feed.xml", get(blog::feed).with_state(b.clone()))
+            .route("/search", get(archive::search).with_state(b.clone()))
+            .route("/e/{id}", get(archive::event_page).with_state(b.clone()))
+            .route(
+                "/layer/{name}",
+                get(archive::layer_page).with_state(b.clone()),
+            )
+            .route(
+                "/layer/{name}/feed.xml",
+                get(archive::layer_feed).with_state(b),
+            );
     }
     if let Some(a) = account {
         use account::*;

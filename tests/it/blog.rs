@@ -9,41 +9,79 @@ use kdigest::web::{Services, blog::Blog};
 
 use crate::helpers::{fixture_config, open_store, spawn_feed_server};
 
+/// A blog on a loopback port over a store with the fixture day (zh-CN) and a copy of it
+/// a day earlier, titled with markup.
+struct Site {
+    base: String,
+    store: kdigest::store::Store,
+    blog: Arc<Blog>,
+    newest: kdigest::model::Digest,
+    client: reqwest::Client,
+    _feeds: crate::helpers::FeedServer,
+    _dir: tempfile::TempDir,
+}
+
+impl Site {
+    async fn start() -> Site {
+        let feeds = spawn_feed_server().await;
+        let dir = tempfile::tempdir().unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}/", listener.local_addr().unwrap());
+        let config = fixture_config(
+            &format!("{}/feeds", feeds.base),
+            dir.path(),
+            &format!("[email]\npublic_url = \"{base}\"\n"),
+        );
+        let store = open_store(&config).await;
+        let newest =
+            kdigest::pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
+                .await
+                .unwrap();
+        let mut older = newest.clone();
+        older.date = NaiveDate::from_ymd_opt(2026, 10, 27).unwrap();
+        older.title = "An older <digest> & friends".into();
+        store.save_digest(&older, Utc::now()).await.unwrap();
+
+        let blog = Arc::new(Blog::new(store.clone(), Arc::new(config.clone()), false).unwrap());
+        let router = kdigest::web::router(
+            Arc::new(Metrics::default()),
+            Services {
+                blog: Some(blog.clone()),
+                ..Default::default()
+            },
+        );
+        tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+        Site {
+            base,
+            store,
+            blog,
+            newest,
+            client: reqwest::Client::new(),
+            _feeds: feeds,
+            _dir: dir,
+        }
+    }
+
+    async fn get(&self, path: &str) -> reqwest::Response {
+        self.client
+            .get(format!("{}{}", self.base, path.trim_start_matches('/')))
+            .send()
+            .await
+            .unwrap()
+    }
+
+    async fn page(&self, path: &str) -> String {
+        let r = self.get(path).await;
+        assert_eq!(r.status(), 200, "{path}");
+        r.text().await.unwrap()
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readers_browse_digests_read_counts_and_the_atom_feed() {
-    let feeds = spawn_feed_server().await;
-    let dir = tempfile::tempdir().unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}/", listener.local_addr().unwrap());
-    let config = fixture_config(
-        &format!("{}/feeds", feeds.base),
-        dir.path(),
-        &format!("[email]\npublic_url = \"{base}\"\n"),
-    );
-    let store = open_store(&config).await;
-    let newest = kdigest::pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
-        .await
-        .unwrap();
-    let mut older = newest.clone();
-    older.date = NaiveDate::from_ymd_opt(2026, 10, 27).unwrap();
-    older.title = "An older <digest> & friends".into();
-    store.save_digest(&older, Utc::now()).await.unwrap();
-
-    let blog = Arc::new(Blog::new(store.clone(), Arc::new(config.clone()), false).unwrap());
-    let router = kdigest::web::router(
-        Arc::new(Metrics::default()),
-        Services {
-            blog: Some(blog.clone()),
-            ..Default::default()
-        },
-    );
-    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
-    let client = reqwest::Client::new();
-    let get = |path: &str| {
-        client
-            .get(format!("{base}{}", path.trim_start_matches('/')))
-            .send()
-    };
+    let site = &Site::start().await;
+    let (base, store, blog) = (&site.base, &site.store, &site.blog);
+    let get = |path: &'static str| async move { Ok::<_, ()>(site.get(path).await) };
 
     let home = get("/").await.unwrap();
     assert_eq!(home.status(), 200);
@@ -155,4 +193,123 @@ async fn readers_browse_digests_read_counts_and_the_atom_feed() {
             .content
             .starts_with("CUTLASS 5.0")
     );
+}
+
+/// The archive: search in English and Chinese (a two-character word too), a query with
+/// markup shown escaped, results linked to permalinks; a permalink lists both days; layer
+/// pages and their Atom feeds; digest pages link both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readers_search_the_archive_and_follow_permalinks_and_layers() {
+    let site = Site::start().await;
+    let cutlass = site
+        .newest
+        .events()
+        .find(|e| e.title.contains("CUTLASS"))
+        .unwrap()
+        .clone();
+
+    let home = site.page("/").await;
+    assert!(
+        home.contains("action=\"/search\""),
+        "the home page has a search box"
+    );
+    let found = site.page("/search?q=cutlass").await;
+    assert!(
+        found.contains(&format!("href=\"/e/{}\"", cutlass.id)),
+        "{found}"
+    );
+    assert!(found.contains("2026-10-28") && found.contains("2026-10-27"));
+    assert!(found.contains("提到“cutlass”的事件"));
+    // The first result is the one whose title has the word.
+    let first_link = found.find("href=\"/e/").unwrap();
+    assert_eq!(
+        &found[first_link + 9..first_link + 9 + cutlass.id.len()],
+        cutlass.id
+    );
+
+    // A Chinese word the digest wrote (its why-it-matters line), at two and three characters.
+    let why: Vec<char> = site
+        .newest
+        .events()
+        .map(|e| e.why_it_matters.clone())
+        .collect::<String>()
+        .chars()
+        .collect();
+    let cjk = |c: &char| ('\u{4e00}'..='\u{9fff}').contains(c);
+    let at = why.windows(3).position(|w| w.iter().all(cjk)).unwrap();
+    for n in [2, 3] {
+        let word: String = why[at..at + n].iter().collect();
+        let page = site.page(&format!("/search?q={}", url_encode(&word))).await;
+        assert!(page.contains("href=\"/e/"), "{word}: {page}");
+        assert!(page.contains(&format!("提到“{word}”的事件")), "{word}");
+    }
+
+    let none = site.page("/search?q=%3Cscript%3Ezzqx").await;
+    assert!(
+        none.contains("存档中没有提到“&lt;script&gt;zzqx”的事件"),
+        "{none}"
+    );
+    assert!(!none.contains("<script"));
+    let empty = site.page("/search?q=").await;
+    assert!(
+        empty.contains("每个词都须出现"),
+        "an empty query explains the search"
+    );
+
+    let permalink = site.page(&format!("/e/{}", cutlass.id)).await;
+    assert!(permalink.contains("出现在以下日期的日报中"));
+    for date in ["2026-10-28", "2026-10-27"] {
+        assert!(
+            permalink.contains(&format!("/digest/{date}#event-{}", cutlass.id)),
+            "{date}: {permalink}"
+        );
+    }
+    let why_start: String = cutlass
+        .why_it_matters
+        .chars()
+        .take_while(|c| !"<>&\"'/".contains(*c))
+        .take(15)
+        .collect();
+    assert!(
+        permalink.contains(&why_start),
+        "the event in full: {why_start}"
+    );
+    for missing in [
+        "/e/0000000000",
+        "/e/..%2Fetc",
+        "/layer/not_a_layer",
+        "/layer/not_a_layer/feed.xml",
+    ] {
+        assert_eq!(site.get(missing).await.status(), 404, "{missing}");
+    }
+
+    let layer = &cutlass.layers[0];
+    let in_layer = site
+        .newest
+        .events()
+        .filter(|e| e.layers.contains(layer))
+        .count();
+    let listing = site.page(&format!("/layer/{layer}")).await;
+    assert_eq!(listing.matches("<article>").count(), (2 * in_layer).min(20));
+    assert!(listing.contains(&format!("&#x2f;layer&#x2f;{layer}&#x2f;feed.xml")));
+    let feed = site.get(&format!("/layer/{layer}/feed.xml")).await;
+    let parsed =
+        feed_rs::parser::parse(feed.bytes().await.unwrap().as_ref()).expect("the feed parses");
+    assert_eq!(parsed.entries.len(), (2 * in_layer).min(30));
+    assert!(
+        parsed
+            .entries
+            .iter()
+            .any(|e| e.links[0].href == format!("{}e/{}", site.base, cutlass.id))
+    );
+    let ids: std::collections::HashSet<_> = parsed.entries.iter().map(|e| e.id.clone()).collect();
+    assert_eq!(ids.len(), parsed.entries.len(), "entry ids are unique");
+
+    let digest = site.page("/digest/2026-10-28").await;
+    assert!(digest.contains(&format!("href=\"/e/{}\"", cutlass.id)));
+    assert!(digest.contains(&format!("href=\"/layer/{layer}\"")));
+}
+
+fn url_encode(s: &str) -> String {
+    url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
 }

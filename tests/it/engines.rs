@@ -614,8 +614,17 @@ async fn the_archive_finds_english_and_chinese_terms_layers_and_appearances(stor
     assert!(listed.iter().all(|a| a.event.layers.contains(&layer)));
     let expected = all.iter().filter(|e| e.layers.contains(&layer)).count() + 1;
     assert_eq!(listed.len(), expected);
-    assert_eq!(store.layer_events(&layer, 1, 1).await.unwrap()[0], listed[1]);
-    assert!(store.layer_events("no_such_layer", 0, 10).await.unwrap().is_empty());
+    assert_eq!(
+        store.layer_events(&layer, 1, 1).await.unwrap()[0],
+        listed[1]
+    );
+    assert!(
+        store
+            .layer_events("no_such_layer", 0, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     // Both digests are indexed: nothing to do when the store opens again.
     assert_eq!(store.reindex_archive().await.unwrap(), 0);
 }
