@@ -1,6 +1,7 @@
 //! A real browser against a running kdigest: headless Chromium, driven through ChromeDriver's
 //! W3C WebDriver HTTP API (plain reqwest + JSON), at a phone's width. It reads the blog and a
-//! digest page, then walks the whole email life: fill in the sign-up form, the confirmation
+//! digest page, searches the archive, follows a result to its permalink and on to its
+//! layer's page, then walks the whole email life: fill in the sign-up form, the confirmation
 //! email reaches the SMTP server, the confirm button activates the subscriber, the newsletter
 //! arrives, the unsubscribe button ends it. Screenshots go to target/browser/.
 //!
@@ -379,6 +380,32 @@ async fn a_reader_browses_subscribes_confirms_receives_and_leaves_in_chromium() 
     assert!(page.contains("返回"), "a link back to the blog");
     assert!(browser.fits_width().await);
     browser.screenshot("digest").await;
+
+    // Search from the home page's box; a result leads to the event's permalink, whose layer
+    // link leads to the layer's page.
+    browser.goto(&base).await;
+    browser.type_into("input[name='q']", "triton").await;
+    browser.click("form[role='search'] button").await;
+    let results = browser.wait_for_text("提到“triton”的事件").await;
+    assert_eq!(browser.url().await, format!("{base}search?q=triton"));
+    assert!(results.contains("Triton"), "{results}");
+    assert!(browser.fits_width().await);
+    browser.screenshot("search").await;
+    browser.click("article h2 a").await;
+    let event = browser.wait_for_text("出现在以下日期的日报中").await;
+    assert!(browser.url().await.starts_with(&format!("{base}e/")));
+    assert!(
+        event.contains("2026-10-28") && event.contains("Triton"),
+        "{event}"
+    );
+    assert!(browser.fits_width().await);
+    browser.screenshot("permalink").await;
+    browser.click("article p.meta a[href^='/layer/']").await;
+    let layer = browser.wait_for_text("层:").await;
+    assert!(browser.url().await.starts_with(&format!("{base}layer/")));
+    assert!(layer.contains("2026-10-28"), "{layer}");
+    assert!(browser.fits_width().await);
+    browser.screenshot("layer").await;
 
     // Sign up in English: address, one layer, a threshold.
     browser.goto(&format!("{base}subscribe?lang=en")).await;
