@@ -157,6 +157,7 @@ pub fn assemble(candidates: &[Candidate], summaries: &Summaries, a: Assembly<'_>
                 llm_fallback: fell_back.is_some(),
                 llm_fallback_reason: fell_back.clone(),
                 translations: BTreeMap::new(),
+                follow_up: None,
             };
             (event, text.watch.clone())
         })
@@ -205,6 +206,7 @@ pub fn assemble(candidates: &[Candidate], summaries: &Summaries, a: Assembly<'_>
         llm_fallbacks: summaries.fell_back.iter().filter(|f| f.is_some()).count(),
         llm_usage: summaries.usage,
         llm_headline: summaries.headline.clone(),
+        repeats: Vec::new(),
     };
     section(
         &mut digest,
@@ -376,6 +378,7 @@ pub fn filter(digest: &Digest, f: &Filter, locale: &Locale) -> Digest {
         llm_fallbacks: digest.llm_fallbacks,
         llm_usage: digest.llm_usage,
         llm_headline: digest.llm_headline.clone(),
+        repeats: digest.repeats.clone(),
     };
     section(&mut out, events, key_changes, locale);
     let full = out.events().count() == digest.events().count();

@@ -27,6 +27,7 @@ pub mod demo;
 pub mod digest;
 pub mod eval;
 pub mod fetch;
+pub mod followup;
 pub mod locale;
 pub mod metrics;
 pub mod model;

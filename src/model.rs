@@ -215,6 +215,39 @@ pub struct DigestEvent {
     /// it differs from the text above (see [`Digest::in_language`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub translations: BTreeMap<String, EventWords>,
+    /// The earlier story this event continues (crate::followup).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub follow_up: Option<FollowUp>,
+}
+
+/// A link from a new event to the event of an earlier digest it continues.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FollowUp {
+    /// The earlier digest.
+    pub date: NaiveDate,
+    pub event_id: String,
+    pub title: String,
+    pub reason: FollowUpReason,
+    /// The earlier digest's watch-list line about that event, which this one resolves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolves: Option<String>,
+    /// That line in the other reader languages.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub resolves_translations: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FollowUpReason {
+    /// The same story, with sources the earlier digest did not have.
+    Update,
+    /// A paper's code, or a post about a paper, after the paper.
+    Code,
+    /// The same project and feature (the titles share its words, or it links the earlier
+    /// story's page).
+    Continues,
+    /// The same story with nothing new: left out of the new digest.
+    Repeat,
 }
 
 /// An event's own words in one more language; None keeps the digest language's text (a
@@ -283,6 +316,10 @@ pub struct Digest {
     /// render that shows all events in that language; others build their own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub llm_headline: Option<Headline>,
+    /// Stories left out because a recent digest had them and nothing is new (reason
+    /// `repeat`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub repeats: Vec<FollowUp>,
 }
 
 /// A headline and overview written for one set of events in one language.
@@ -360,6 +397,11 @@ impl Digest {
                     .why_it_matters
                     .unwrap_or(std::mem::take(&mut e.why_it_matters));
                 e.brief = w.brief.unwrap_or(std::mem::take(&mut e.brief));
+            }
+            if let Some(f) = &mut e.follow_up
+                && let Some(text) = f.resolves_translations.get(language)
+            {
+                f.resolves = Some(text.clone());
             }
         }
         for w in &mut self.watchlist {

@@ -198,7 +198,21 @@ pub async fn build_digest(
         .await?
     };
     let rank_usage = summarize::rank(&mut all, config, store).await?;
-    let candidates = digest::eligible(all, config);
+    let mut candidates = digest::eligible(all, config);
+    // Linked to the stories of recent digests before anything is written about them: a
+    // repeat is left out before it costs an LLM request.
+    let links = if config.digest.follow_up_days > 0 {
+        let earlier = store
+            .digests_between(
+                date - chrono::Days::new(config.digest.follow_up_days as u64),
+                date,
+            )
+            .await?;
+        crate::followup::link(&candidates, &earlier)
+    } else {
+        crate::followup::Links::default()
+    };
+    candidates.retain(|c| !links.is_repeat(&c.event.id));
     let locale = Locale::load(
         &config.digest.language,
         config.digest.templates_dir.as_deref(),
@@ -207,7 +221,7 @@ pub async fn build_digest(
     summaries.usage = crate::model::LlmUsage::sum(summaries.usage, rank_usage);
     summaries.other_languages = summarize::other_languages(&candidates, config)?;
     let end = window.end;
-    let digest = digest::assemble(
+    let mut digest = digest::assemble(
         &candidates,
         &summaries,
         Assembly {
@@ -219,6 +233,7 @@ pub async fn build_digest(
             failed_sources: failed,
         },
     );
+    crate::followup::mark(&mut digest, links);
     // A window that has not ended yet gives a partial digest: shown, never stored, so a
     // later request for that date builds the complete one.
     if end.to_utc() <= now {

@@ -507,6 +507,12 @@ pub fn markdown_units(
                 if !sources.is_empty() {
                     md.push_str(&format!("{line}{}", sources.join(" · ")));
                 }
+                if let Some(f) = &e.follow_up {
+                    md.push_str(&format!(
+                        "{line}↪ {}",
+                        esc(&crate::render::follow_up_line(f, t))
+                    ));
+                }
                 md
             }
             Piece::Closing => {

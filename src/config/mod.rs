@@ -210,6 +210,9 @@ pub struct DigestConfig {
     pub key_changes: usize,
     pub min_score: Score,
     pub title_similarity: f64,
+    /// How many days back a new event is linked to the story it continues, and a story
+    /// already reported is not presented as new again (crate::followup); 0: never.
+    pub follow_up_days: i64,
     pub templates_dir: Option<PathBuf>,
 }
 

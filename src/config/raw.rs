@@ -17,6 +17,7 @@ pub struct RawDigest {
     pub key_changes: usize,
     pub min_score: f64,
     pub title_similarity: f64,
+    pub follow_up_days: i64,
     pub templates_dir: Option<String>,
 }
 
@@ -30,6 +31,7 @@ impl Default for RawDigest {
             key_changes: 3,
             min_score: 60.0,
             title_similarity: 0.8,
+            follow_up_days: 14,
             templates_dir: None,
         }
     }

@@ -52,6 +52,12 @@ pub(super) fn validate_digest(raw: RawDigest, problems: &mut Vec<String>) -> Dig
             raw.title_similarity
         ));
     }
+    if !(0..=90).contains(&raw.follow_up_days) {
+        problems.push(format!(
+            "digest.follow_up_days: {} is out of range; use 0 (no follow-up linking) to 90 days",
+            raw.follow_up_days
+        ));
+    }
     DigestConfig {
         language: raw.language,
         timezone,
@@ -60,6 +66,7 @@ pub(super) fn validate_digest(raw: RawDigest, problems: &mut Vec<String>) -> Dig
         key_changes: raw.key_changes,
         min_score,
         title_similarity: raw.title_similarity,
+        follow_up_days: raw.follow_up_days,
         templates_dir: raw.templates_dir.map(PathBuf::from),
     }
 }

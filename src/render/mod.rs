@@ -14,7 +14,7 @@ use serde::Serialize;
 use crate::archive::ArchivedEvent;
 use crate::channels::Channel;
 use crate::locale::Locale;
-use crate::model::{Digest, DigestEvent};
+use crate::model::{Digest, DigestEvent, FollowUp, FollowUpReason};
 use crate::text::collapse_whitespace;
 
 /// Separates units inside the Telegram template; never occurs in escaped text.
@@ -220,6 +220,14 @@ struct EventView {
     layers: String,
     /// The layer names, for pages that link each one.
     layer_list: Vec<String>,
+    /// "Continues “…” (date)" when the event continues an earlier digest's story.
+    follow_up: Option<String>,
+    /// That digest on the web site, when its address is known.
+    follow_up_url: Option<String>,
+    /// The same, relative: for the blog's own pages.
+    follow_up_path: Option<String>,
+    /// The earlier watch-list line this event resolves.
+    resolves: Option<String>,
     score: String,
     kind: String,
     sources: Vec<LinkView>,
@@ -530,6 +538,23 @@ impl Renderer {
             why: collapse_whitespace(&e.why_it_matters),
             layers: e.layers.join(t.get("list_separator")),
             layer_list: e.layers.clone(),
+            follow_up: e
+                .follow_up
+                .as_ref()
+                .map(|f| collapse_whitespace(&follow_up_line(f, t))),
+            follow_up_url: e
+                .follow_up
+                .as_ref()
+                .and_then(|f| self.site_url(&follow_up_path(f))),
+            follow_up_path: e
+                .follow_up
+                .as_ref()
+                .map(|f| format!("/{}", follow_up_path(f))),
+            resolves: e
+                .follow_up
+                .as_ref()
+                .and_then(|f| f.resolves.as_deref())
+                .map(|w| collapse_whitespace(&t.fill("follow_up_resolves", &[("watch", w)]))),
             score: e.score.to_string(),
             kind: format!("{:?}", e.kind).to_lowercase(),
             sources: e
@@ -546,6 +571,22 @@ impl Renderer {
     }
 }
 
+/// What marks a follow-up, in the reader's language: "Continues “title” (date)".
+pub fn follow_up_line(f: &FollowUp, t: &Locale) -> String {
+    let key = match f.reason {
+        FollowUpReason::Update | FollowUpReason::Repeat => "follow_up_update",
+        FollowUpReason::Code => "follow_up_code",
+        FollowUpReason::Continues => "follow_up_continues",
+    };
+    let title = crate::text::truncate_chars(&collapse_whitespace(&f.title), 120);
+    t.fill(key, &[("title", &title), ("date", &f.date.to_string())])
+}
+
+/// The earlier digest's event, relative to the site: `digest/<date>#event-<id>`.
+pub fn follow_up_path(f: &FollowUp) -> String {
+    format!("digest/{}#event-{}", f.date, f.event_id)
+}
+
 /// The generation-notes lines, from the locale table.
 pub fn notes(d: &Digest, t: &Locale) -> Vec<String> {
     let mut lines = vec![
@@ -559,6 +600,23 @@ pub fn notes(d: &Digest, t: &Locale) -> Vec<String> {
         t.fill("mode", &[("mode", &d.generation_mode)]),
         t.get("disclaimer").to_string(),
     ];
+    if !d.repeats.is_empty() {
+        let list: Vec<String> = d
+            .repeats
+            .iter()
+            .map(|f| {
+                format!(
+                    "{} ({})",
+                    crate::text::truncate_chars(&collapse_whitespace(&f.title), 120),
+                    f.date
+                )
+            })
+            .collect();
+        lines.push(t.fill(
+            "note_repeats",
+            &[("list", &list.join(t.get("list_separator")))],
+        ));
+    }
     let counts: Vec<String> = d
         .source_counts
         .iter()

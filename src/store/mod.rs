@@ -354,6 +354,19 @@ impl Store {
         data.as_deref().map(digest_from_json).transpose()
     }
 
+    /// Stored digests dated `from` up to, not including, `before`.
+    pub async fn digests_between(
+        &self,
+        from: NaiveDate,
+        before: NaiveDate,
+    ) -> anyhow::Result<Vec<Digest>> {
+        let sql = "SELECT data FROM digests WHERE digest_date >= $1 AND digest_date < $2 ORDER BY digest_date";
+        let rows: Vec<String> = on_db!(&self.db, pool => {
+            sqlx::query_scalar(sql).bind(from).bind(before).fetch_all(pool).await?
+        });
+        rows.iter().map(|d| digest_from_json(d)).collect()
+    }
+
     /// Stored digests, newest first: (date, digest, reads).
     pub async fn digests_page(
         &self,

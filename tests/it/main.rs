@@ -11,6 +11,7 @@ mod engines;
 mod eval;
 mod faults;
 mod fixture_day;
+mod followup;
 mod helpers;
 mod llm;
 mod outbox;

@@ -181,6 +181,15 @@ fn generated_digest(g: &mut Gen, language: &str) -> Digest {
         llm_fallback: false,
         llm_fallback_reason: None,
         translations: Default::default(),
+        // Every third event continues a story whose title and watch line are feed text too.
+        follow_up: (i % 3 == 0).then(|| kdigest::model::FollowUp {
+            date: NaiveDate::from_ymd_opt(2026, 10, 26).unwrap(),
+            event_id: format!("{i:010x}"),
+            title: g.text(300),
+            reason: kdigest::model::FollowUpReason::Continues,
+            resolves: Some(g.text(300)),
+            resolves_translations: Default::default(),
+        }),
     };
     let n = g.below(25) as usize;
     let events: Vec<DigestEvent> = (0..n).map(|i| event(g, i)).collect();
@@ -230,6 +239,7 @@ fn generated_digest(g: &mut Gen, language: &str) -> Digest {
         llm_fallbacks: 0,
         llm_usage: None,
         llm_headline: None,
+        repeats: vec![],
     }
 }
 

@@ -68,8 +68,14 @@ pub fn messages(d: &Digest, t: &Locale) -> Vec<Value> {
 }
 
 fn event_embed(n: usize, e: &DigestEvent, section: &str, footer: &str, t: &Locale) -> Value {
+    let follow_up = e.follow_up.as_ref().map_or_else(String::new, |f| {
+        let resolves = f.resolves.as_deref().map_or_else(String::new, |w| {
+            format!(" · {}", esc(&t.fill("follow_up_resolves", &[("watch", w)])))
+        });
+        format!("↪ {}{resolves}\n\n", esc(&crate::render::follow_up_line(f, t)))
+    });
     let description = format!(
-        "{}\n\n**{}** {}",
+        "{follow_up}{}\n\n**{}** {}",
         esc(&e.summary),
         t.get("why"),
         esc(&e.why_it_matters)
