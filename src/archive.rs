@@ -44,11 +44,14 @@ pub fn searchable_text(d: &Digest, e: &DigestEvent) -> String {
     parts.join("\n")
 }
 
-/// The terms of a query: words split at white space, "double-quoted phrases" kept whole,
+/// The terms of a query: words split at white space, "double-quoted phrases" (or “these”)
+/// kept whole,
 /// at most [`MAX_TERMS`] of at most [`MAX_TERM_CHARS`] characters each. Empty when the
 /// query has nothing to look for.
 pub fn terms(query: &str) -> Vec<String> {
     let mut terms = Vec::new();
+    // Chinese keyboards type “curly” quotes: they quote a phrase too.
+    let query = query.replace(['“', '”'], "\"");
     for (i, chunk) in query.split('"').enumerate() {
         // Odd chunks sit between quotes: a phrase.
         if i % 2 == 1 {
@@ -106,6 +109,7 @@ mod tests {
             ["fp8", "flash attention", "Triton"]
         );
         assert_eq!(terms("编译器 后端"), ["编译器", "后端"]);
+        assert_eq!(terms("“矩阵 乘法” fp8"), ["矩阵 乘法", "fp8"]);
         assert!(terms("  \"\"  ").is_empty());
         assert_eq!(terms(&"a ".repeat(20)).len(), 1);
         let many: String = (0..20).map(|i| format!("w{i} ")).collect();

@@ -401,7 +401,7 @@ async fn a_reader_browses_subscribes_confirms_receives_and_leaves_in_chromium() 
     assert!(browser.fits_width().await);
     browser.screenshot("permalink").await;
     browser.click("article p.meta a[href^='/layer/']").await;
-    let layer = browser.wait_for_text("层:").await;
+    let layer = browser.wait_for_text("层：").await;
     assert!(browser.url().await.starts_with(&format!("{base}layer/")));
     assert!(layer.contains("2026-10-28"), "{layer}");
     assert!(browser.fits_width().await);
