@@ -207,6 +207,7 @@ pub fn assemble(candidates: &[Candidate], summaries: &Summaries, a: Assembly<'_>
         llm_usage: summaries.usage,
         llm_headline: summaries.headline.clone(),
         repeats: Vec::new(),
+        week: None,
     };
     section(
         &mut digest,
@@ -228,7 +229,12 @@ pub fn assemble(candidates: &[Candidate], summaries: &Summaries, a: Assembly<'_>
 }
 
 /// Fills the sections and the title and overview from events sorted by score.
-fn section(digest: &mut Digest, events: Vec<DigestEvent>, key_changes: usize, locale: &Locale) {
+pub(crate) fn section(
+    digest: &mut Digest,
+    events: Vec<DigestEvent>,
+    key_changes: usize,
+    locale: &Locale,
+) {
     let mut events = events.into_iter();
     digest.key_changes = events.by_ref().take(key_changes).collect();
     let (papers, others): (Vec<_>, Vec<_>) = events.partition(|e| e.kind == ItemKind::Paper);
@@ -379,6 +385,7 @@ pub fn filter(digest: &Digest, f: &Filter, locale: &Locale) -> Digest {
         llm_usage: digest.llm_usage,
         llm_headline: digest.llm_headline.clone(),
         repeats: digest.repeats.clone(),
+        week: digest.week.clone(),
     };
     section(&mut out, events, key_changes, locale);
     let full = out.events().count() == digest.events().count();

@@ -44,3 +44,4 @@ pub mod summarize;
 pub mod text;
 pub mod tokens;
 pub mod web;
+pub mod weekly;

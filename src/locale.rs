@@ -46,6 +46,18 @@ impl Locale {
         Ok(Locale { entries })
     }
 
+    /// The table a weekly roll-up is rendered with: each `week_<key>` entry replaces
+    /// `<key>` ("This week" instead of "Overview").
+    pub fn for_week(&self) -> Locale {
+        let mut entries = self.entries.clone();
+        for (key, value) in &self.entries {
+            if let Some(plain) = key.strip_prefix("week_") {
+                entries.insert(plain.to_string(), value.clone());
+            }
+        }
+        Locale { entries }
+    }
+
     pub fn builtin(language: &str) -> Locale {
         Locale::load(language, None).expect("built-in locale tables parse")
     }

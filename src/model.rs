@@ -320,6 +320,10 @@ pub struct Digest {
     /// `repeat`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub repeats: Vec<FollowUp>,
+    /// Set on a weekly roll-up (crate::weekly): its ISO week, "2026-W44"; `date` is the
+    /// week's Sunday.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub week: Option<String>,
 }
 
 /// A headline and overview written for one set of events in one language.

@@ -51,6 +51,9 @@ pub enum Command {
         /// Fetch and regenerate even when the digest is stored
         #[arg(long)]
         force: bool,
+        /// The weekly roll-up of an ISO week (YYYY-Www, e.g. 2026-W44) from its stored dailies
+        #[arg(long, conflicts_with_all = ["date", "force"])]
+        week: Option<String>,
     },
     /// Show how an event's score was computed
     Explain {
@@ -298,8 +301,21 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             format,
             out,
             force,
+            week,
         } => {
             let config = config.expect("loaded above");
+            if let Some(week) = week {
+                let week = crate::weekly::Week::parse(&week)
+                    .map_err(|e| UsageError(format!("--week {e}")))?;
+                let store = Store::connect(&config.storage).await?;
+                let digest = weekly(&config, &store, week).await?;
+                let renderer = Renderer::new(
+                    &config.digest.language,
+                    config.digest.templates_dir.as_deref(),
+                )?
+                .with_site(config.email.public_url.clone());
+                return output(&renderer, &digest, format, out.as_deref());
+            }
             let store = Store::connect(&config.storage).await?;
             let date = resolve_date(&date, &config).await?;
             let stored = if force {
@@ -411,6 +427,43 @@ async fn list_digests(store: &Store) -> anyhow::Result<()> {
 
 /// `YYYY-MM-DD`, `today`, `yesterday` (in the configured time zone) or `latest`: the latest
 /// window that has ended (made when it is not stored), never an older stored digest.
+/// The roll-up of `week` from the stored dailies; says which days have none.
+async fn weekly(
+    config: &Config,
+    store: &Store,
+    week: crate::weekly::Week,
+) -> anyhow::Result<crate::model::Digest> {
+    let days = week.days();
+    let dailies = store
+        .digests_between(days[0], days[6] + chrono::Days::new(1))
+        .await?;
+    let missing: Vec<String> = days
+        .iter()
+        .filter(|d| !dailies.iter().any(|x| x.date == **d))
+        .map(|d| d.to_string())
+        .collect();
+    let locale = crate::locale::Locale::load(
+        &config.digest.language,
+        config.digest.templates_dir.as_deref(),
+    )?;
+    let Some(digest) = crate::weekly::roll_up(week, &dailies, config.digest.key_changes, &locale)
+    else {
+        anyhow::bail!(
+            "No digest is stored for any day of {week} ({} to {}); make them first with `kdigest digest --date YYYY-MM-DD`",
+            days[0],
+            days[6]
+        );
+    };
+    if !missing.is_empty() {
+        eprintln!(
+            "{week}: no stored digest for {}; the roll-up covers the other {} days",
+            missing.join(", "),
+            7 - missing.len()
+        );
+    }
+    Ok(digest)
+}
+
 pub async fn resolve_date(raw: &str, config: &Config) -> anyhow::Result<NaiveDate> {
     let today = Utc::now()
         .with_timezone(&config.digest.timezone)

@@ -200,6 +200,7 @@ pub struct Choice {
     pub href: String,
 }
 
+#[derive(Clone)]
 pub struct Renderer {
     env: Environment<'static>,
     locale: Locale,
@@ -334,6 +335,18 @@ impl Renderer {
 
     /// One render; multi-message formats (Telegram, Discord) give one string per message.
     pub fn render(&self, digest: &Digest, format: Format) -> anyhow::Result<Vec<String>> {
+        if digest.week.is_some() {
+            let weekly = Renderer {
+                locale: self.locale.for_week(),
+                ..self.clone()
+            };
+            // The weekly words are in now; the inner call must not apply them again.
+            return weekly.render_as_is(digest, format);
+        }
+        self.render_as_is(digest, format)
+    }
+
+    fn render_as_is(&self, digest: &Digest, format: Format) -> anyhow::Result<Vec<String>> {
         Ok(match format {
             Format::Md => vec![self.template("digest.md.j2", digest)?],
             Format::Html => vec![self.template("digest.html.j2", digest)?],
@@ -713,5 +726,6 @@ fn md_url(value: String) -> String {
 /// The first line of every render: the date, then the title, so a forwarded or archived
 /// copy always says which day it is.
 pub fn dated_title(d: &Digest) -> String {
-    collapse_whitespace(&format!("{} · {}", d.date, d.title))
+    let when = d.week.clone().unwrap_or_else(|| d.date.to_string());
+    collapse_whitespace(&format!("{when} · {}", d.title))
 }

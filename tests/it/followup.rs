@@ -1,7 +1,7 @@
 //! Follow-ups across days, on the two-day fixture (tests/fixtures/followup): the second
 //! day's paper code and "merged" post are linked to the first day's paper and RFC (with the
 //! RFC's watch item resolved), and a mirror's repost of the first day's release is left
-//! out, in the JSON and in what a reader sees.
+//! out, in the JSON and in what a reader sees; the week's roll-up merges each story.
 
 use serde_json::Value;
 
@@ -127,4 +127,94 @@ fn linking_can_be_switched_off() {
     assert_eq!(events(&second).len(), 3);
     assert!(events(&second).iter().all(|e| e.get("follow_up").is_none()));
     assert!(second.get("repeats").is_none());
+}
+
+#[test]
+fn the_weekly_roll_up_merges_each_story_across_its_days() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), "");
+    let first: Value = serde_json::from_str(&digest(&config, "2026-11-10", "json")).unwrap();
+    let second: Value = serde_json::from_str(&digest(&config, "2026-11-11", "json")).unwrap();
+    let week = |args: &[&str]| {
+        kdigest(&config, &[&["digest"], args].concat())
+            .output()
+            .unwrap()
+    };
+
+    let out = week(&["--week", "2026-W46", "--format", "json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("no stored digest for 2026-11-09, 2026-11-12"),
+        "the days without a digest are named"
+    );
+    let rollup: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rollup["week"], "2026-W46");
+    assert_eq!(rollup["date"], "2026-11-15");
+    // Five events on two days are three stories: the paper and its code, the RFC and its
+    // merge, the release.
+    let stories = events(&rollup);
+    assert_eq!(stories.len(), 3, "{rollup:#}");
+    let code = find(&rollup, "tileflow v0.1.0");
+    let paper = find(&first, "TileFlow");
+    let urls: Vec<&str> = code["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["url"].as_str().unwrap())
+        .collect();
+    assert!(
+        urls.contains(&"https://arxiv.org/abs/2611.01234"),
+        "{urls:?}"
+    );
+    assert!(
+        code.get("follow_up").is_none(),
+        "a link inside the week is merged, not shown"
+    );
+    assert!(code["score"].as_f64() >= paper["score"].as_f64());
+    let merged = find(&rollup, "merged into Triton main");
+    assert_eq!(merged["sources"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        find(&rollup, "triton v3.6.0")["id"],
+        find(&first, "triton v3.6.0")["id"]
+    );
+    let numbers: Vec<u64> = stories.iter().map(|e| e["n"].as_u64().unwrap()).collect();
+    assert_eq!(numbers, [1, 2, 3]);
+    // The RFC's watch line was resolved on the second day: not on the week's list.
+    let rfc = find(&first, "RFC");
+    let rfc_watch = first["watchlist"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["event_id"] == rfc["id"])
+        .unwrap();
+    assert!(
+        !rollup["watchlist"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w["text"] == rfc_watch["text"])
+    );
+    assert!(second["watchlist"].as_array().is_some());
+
+    let md = String::from_utf8(week(&["--week", "2026-W46", "--format", "md"]).stdout).unwrap();
+    assert!(md.starts_with("# 2026-W46 · "), "{md}");
+    assert!(
+        md.contains("## This week") && md.contains("## The week's key changes"),
+        "{md}"
+    );
+    let telegram =
+        String::from_utf8(week(&["--week", "2026-W46", "--format", "telegram"]).stdout).unwrap();
+    assert!(telegram.contains("<b>This week</b>"), "{telegram}");
+
+    let bad = week(&["--week", "2026-46"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("use YYYY-Www"));
+    let empty = week(&["--week", "2026-W50"]);
+    assert_eq!(empty.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&empty.stderr).contains("kdigest digest --date"));
 }

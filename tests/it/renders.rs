@@ -240,6 +240,7 @@ fn generated_digest(g: &mut Gen, language: &str) -> Digest {
         llm_usage: None,
         llm_headline: None,
         repeats: vec![],
+        week: None,
     }
 }
 
