@@ -98,7 +98,7 @@ impl Links {
 /// any order (the newest match wins).
 pub fn link(candidates: &[Candidate], earlier: &[Digest]) -> Links {
     let mut earlier: Vec<&Digest> = earlier.iter().collect();
-    earlier.sort_by(|a, b| b.date.cmp(&a.date));
+    earlier.sort_by_key(|d| std::cmp::Reverse(d.date));
     let mut links = Links::default();
     for c in candidates {
         let found = earlier

@@ -182,7 +182,7 @@ fn generated_digest(g: &mut Gen, language: &str) -> Digest {
         llm_fallback_reason: None,
         translations: Default::default(),
         // Every third event continues a story whose title and watch line are feed text too.
-        follow_up: (i % 3 == 0).then(|| kdigest::model::FollowUp {
+        follow_up: i.is_multiple_of(3).then(|| kdigest::model::FollowUp {
             date: NaiveDate::from_ymd_opt(2026, 10, 26).unwrap(),
             event_id: format!("{i:010x}"),
             title: g.text(300),
