@@ -216,15 +216,7 @@ pub fn assemble(candidates: &[Candidate], summaries: &Summaries, a: Assembly<'_>
         a.locale,
     );
     use_llm_headline(&mut digest, true);
-    for (n, e) in digest
-        .key_changes
-        .iter_mut()
-        .chain(&mut digest.papers)
-        .chain(&mut digest.other_updates)
-        .enumerate()
-    {
-        e.n = n + 1;
-    }
+    digest.number_events();
     digest
 }
 

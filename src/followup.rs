@@ -118,13 +118,7 @@ pub fn link(candidates: &[Candidate], earlier: &[Digest]) -> Links {
 /// repeats left out.
 pub fn mark(digest: &mut Digest, links: Links) {
     for (id, f) in links.follow_ups {
-        if let Some(e) = digest
-            .key_changes
-            .iter_mut()
-            .chain(&mut digest.papers)
-            .chain(&mut digest.other_updates)
-            .find(|e| e.id == id)
-        {
+        if let Some(e) = digest.events_mut().find(|e| e.id == id) {
             e.follow_up = Some(f);
         }
     }

@@ -369,6 +369,21 @@ impl Digest {
         self.sections().into_iter().flat_map(|(_, events)| events)
     }
 
+    /// The events in reading order, to change them.
+    pub fn events_mut(&mut self) -> impl Iterator<Item = &mut DigestEvent> {
+        self.key_changes
+            .iter_mut()
+            .chain(&mut self.papers)
+            .chain(&mut self.other_updates)
+    }
+
+    /// Numbers the events 1, 2, ... in reading order (see [`DigestEvent::n`]).
+    pub fn number_events(&mut self) {
+        for (n, e) in self.events_mut().enumerate() {
+            e.n = n + 1;
+        }
+    }
+
     /// The sections in reading order, named by their locale key.
     pub fn sections(&self) -> [(&'static str, &[DigestEvent]); 3] {
         [
@@ -388,12 +403,7 @@ impl Digest {
         if self.language == language {
             return self;
         }
-        for e in self
-            .key_changes
-            .iter_mut()
-            .chain(&mut self.papers)
-            .chain(&mut self.other_updates)
-        {
+        for e in self.events_mut() {
             if let Some(w) = e.translations.get(language) {
                 let w = w.clone();
                 e.summary = w.summary.unwrap_or(std::mem::take(&mut e.summary));

@@ -172,15 +172,7 @@ pub fn roll_up(week: Week, dailies: &[Digest], key_changes: usize, t: &Locale) -
     rollup.other_updates.truncate(MAX_PER_SECTION);
     let shown: std::collections::HashSet<String> = rollup.events().map(|e| e.id.clone()).collect();
     rollup.watchlist.retain(|w| shown.contains(&w.event_id));
-    for (n, e) in rollup
-        .key_changes
-        .iter_mut()
-        .chain(&mut rollup.papers)
-        .chain(&mut rollup.other_updates)
-        .enumerate()
-    {
-        e.n = n + 1;
-    }
+    rollup.number_events();
     Some(rollup)
 }
 
