@@ -190,6 +190,12 @@ fn units(d: &Digest, t: &Locale) -> Vec<Unit> {
                     escape(t.get("why")),
                     escape(&e.why_it_matters),
                 ));
+                if let Some(f) = &e.follow_up {
+                    md.push_str(&format!(
+                        "\n↪ {}",
+                        escape(&crate::render::follow_up_line(f, t))
+                    ));
+                }
                 Unit {
                     markdown: md,
                     button: e

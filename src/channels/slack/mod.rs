@@ -143,8 +143,11 @@ fn units(d: &Digest, t: &Locale, site: Option<&str>) -> Vec<Vec<Value>> {
                     None => format!("{n}. {}", escape(&e.title)),
                 };
                 let prefix = heading.map(|h| format!("_{}_\n", escape(h))).unwrap_or_default();
+                let follow_up = e.follow_up.as_ref().map_or_else(String::new, |f| {
+                    format!("\n↪ {}", escape(&crate::render::follow_up_line(f, t)))
+                });
                 blocks.push(section(format!(
-                    "{prefix}*{title}*\n{}\n_{}_ {}",
+                    "{prefix}*{title}*\n{}\n_{}_ {}{follow_up}",
                     escape(&e.summary),
                     escape(t.get("why")),
                     escape(&e.why_it_matters)
