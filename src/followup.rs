@@ -164,10 +164,11 @@ fn continues<'d>(c: &Candidate, d: &'d Digest) -> Option<(&'d DigestEvent, Follo
         .iter()
         .flat_map(|i| i.cited_arxiv.iter().map(String::as_str))
         .collect();
+    // Ids as crate::parse::arxiv_id reads them, the way the items' citations were read.
     if let Some(e) = d.events().find(|e| {
         e.sources
             .iter()
-            .any(|s| arxiv_id(&s.url).is_some_and(|id| cited.contains(id)))
+            .any(|s| crate::parse::arxiv_id(&s.url).is_some_and(|id| cited.contains(id.as_str())))
     }) {
         return Some((e, FollowUpReason::Code));
     }
@@ -211,27 +212,19 @@ fn distinctive(title: &str) -> BTreeSet<String> {
         .collect()
 }
 
-/// A URL without scheme, "www.", query, fragment and trailing '/', lower-cased: links that
-/// name one page compare equal.
+/// A link as the page it names, for comparing links: [`crate::text::normalize_url`]
+/// (no fragment, no tracking parameters, no trailing '/'), then without scheme and "www.",
+/// lower-cased, so a mirror's http link and the release's https one compare equal and the
+/// form can be looked for in an item's text. Empty for what is not a web link.
 fn normal(url: &str) -> String {
-    let u = url.trim().to_lowercase();
-    let u = u.split(['#', '?']).next().unwrap_or("");
-    let u = u
-        .trim_start_matches("https://")
+    let Some(u) = crate::text::normalize_url(url) else {
+        return String::new();
+    };
+    let u = u.to_lowercase();
+    u.trim_start_matches("https://")
         .trim_start_matches("http://")
-        .trim_start_matches("www.");
-    u.trim_end_matches('/').to_string()
-}
-
-/// The arXiv id of an arxiv.org abstract or PDF link, without its version.
-fn arxiv_id(url: &str) -> Option<&str> {
-    let rest = url.split("arxiv.org/").nth(1)?;
-    let rest = rest
-        .strip_prefix("abs/")
-        .or_else(|| rest.strip_prefix("pdf/"))?;
-    let id = rest.split(['/', '?', '#']).next()?.trim_end_matches(".pdf");
-    let id = id.split('v').next()?;
-    (!id.is_empty()).then_some(id)
+        .trim_start_matches("www.")
+        .to_string()
 }
 
 #[cfg(test)]
@@ -251,19 +244,15 @@ mod tests {
     }
 
     #[test]
-    fn links_and_arxiv_ids_normalise() {
+    fn links_compare_as_the_page_they_name() {
         assert_eq!(
-            normal("https://www.GitHub.com/triton-lang/triton/pull/1/?x=1#c"),
+            normal("https://www.GitHub.com/triton-lang/triton/pull/1/?utm_source=x#c"),
             "github.com/triton-lang/triton/pull/1"
         );
         assert_eq!(
-            arxiv_id("https://arxiv.org/abs/2611.01234v2"),
-            Some("2611.01234")
+            normal("http://github.com/triton-lang/triton/pull/1"),
+            normal("https://github.com/triton-lang/triton/pull/1/")
         );
-        assert_eq!(
-            arxiv_id("http://arxiv.org/pdf/2611.01234.pdf"),
-            Some("2611.01234")
-        );
-        assert_eq!(arxiv_id("https://github.com/x/y"), None);
+        assert_eq!(normal("not a link"), "");
     }
 }

@@ -120,7 +120,12 @@ pub fn roll_up(week: Week, dailies: &[Digest], key_changes: usize, t: &Locale) -
     let mut watch = Vec::new();
     for d in dailies.iter().rev() {
         for w in &d.watchlist {
-            let r = root(&mut parent, story[w.event_id.as_str()]);
+            // A watch item about an event its digest does not have (hand-edited, or stored
+            // by an older build) has no story to follow.
+            let Some(&s) = story.get(w.event_id.as_str()) else {
+                continue;
+            };
+            let r = root(&mut parent, s);
             let shown = merged
                 .iter()
                 .position(|e| root(&mut parent, story[e.id.as_str()]) == r);

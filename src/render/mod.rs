@@ -566,8 +566,8 @@ impl Renderer {
             resolves: e
                 .follow_up
                 .as_ref()
-                .and_then(|f| f.resolves.as_deref())
-                .map(|w| collapse_whitespace(&t.fill("follow_up_resolves", &[("watch", w)]))),
+                .and_then(|f| resolves_line(f, t))
+                .map(|w| collapse_whitespace(&w)),
             score: e.score.to_string(),
             kind: format!("{:?}", e.kind).to_lowercase(),
             sources: e
@@ -593,6 +593,12 @@ pub fn follow_up_line(f: &FollowUp, t: &Locale) -> String {
     };
     let title = crate::text::truncate_chars(&collapse_whitespace(&f.title), 120);
     t.fill(key, &[("title", &title), ("date", &f.date.to_string())])
+}
+
+/// "Resolves that day's watch item: …", when the follow-up answers one.
+pub fn resolves_line(f: &FollowUp, t: &Locale) -> Option<String> {
+    let watch = f.resolves.as_deref()?;
+    Some(t.fill("follow_up_resolves", &[("watch", watch)]))
 }
 
 /// The earlier digest's event, relative to the site: `digest/<date>#event-<id>`.

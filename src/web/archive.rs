@@ -10,7 +10,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde::Deserialize;
 
-use crate::archive::terms;
+use crate::archive::{ArchivedEvent, terms};
 use crate::render::ArchivePage;
 use crate::web::blog::{AtomEntry, Blog, atom, atom_response, failure, not_found};
 use crate::web::html;
@@ -28,9 +28,23 @@ pub struct SearchQuery {
     page: Option<i64>,
 }
 
-/// `?page=N` links around page `page` of a list with `base` (ending in `?` or `&`).
-fn paging(base: &str, page: i64, more: bool) -> (Option<String>, Option<String>) {
+/// Page `page` (from 1) of a list: the offset and how many rows to ask for, one more than
+/// a page shows, which tells whether there is a next one.
+fn rows_for(page: i64) -> (i64, i64) {
+    ((page - 1) * PAGE_SIZE, PAGE_SIZE + 1)
+}
+
+/// The rows page `page` shows, with its `?page=N` links (newer, older) on `base` (ending
+/// in `?` or `&`).
+fn paged(
+    mut found: Vec<ArchivedEvent>,
+    page: i64,
+    base: &str,
+) -> (Vec<ArchivedEvent>, Option<String>, Option<String>) {
+    let more = found.len() as i64 > PAGE_SIZE;
+    found.truncate(PAGE_SIZE as usize);
     (
+        found,
         (page > 1).then(|| format!("{base}page={}", page - 1)),
         more.then(|| format!("{base}page={}", page + 1)),
     )
@@ -51,14 +65,12 @@ pub async fn search(State(blog): State<Arc<Blog>>, Query(q): Query<SearchQuery>)
     let terms = terms(&query);
     let t = blog.renderer.locale();
     let result = async {
-        // One more than a page: whether there is a next one.
-        let mut found = blog
-            .store
-            .search_events(&terms, (page - 1) * PAGE_SIZE, PAGE_SIZE + 1)
-            .await?;
-        let more = found.len() as i64 > PAGE_SIZE;
-        found.truncate(PAGE_SIZE as usize);
-        let (newer, older) = paging(&format!("/search?q={}&", encode(&query)), page, more);
+        let (offset, limit) = rows_for(page);
+        let (found, newer, older) = paged(
+            blog.store.search_events(&terms, offset, limit).await?,
+            page,
+            &format!("/search?q={}&", encode(&query)),
+        );
         let shown = terms.join(" ");
         let lead = if terms.is_empty() {
             t.get("search_lead").to_string()
@@ -131,13 +143,12 @@ pub async fn layer_page(
     let page = q.page.unwrap_or(1).clamp(1, 1_000);
     let t = blog.renderer.locale();
     let result = async {
-        let mut found = blog
-            .store
-            .layer_events(&layer, (page - 1) * PAGE_SIZE, PAGE_SIZE + 1)
-            .await?;
-        let more = found.len() as i64 > PAGE_SIZE;
-        found.truncate(PAGE_SIZE as usize);
-        let (newer, older) = paging(&format!("/layer/{layer}?"), page, more);
+        let (offset, limit) = rows_for(page);
+        let (found, newer, older) = paged(
+            blog.store.layer_events(&layer, offset, limit).await?,
+            page,
+            &format!("/layer/{layer}?"),
+        );
         let vars = [("layer", layer.as_str())];
         blog.renderer.archive(&ArchivePage {
             title: t.fill("layer_title", &vars),

@@ -69,9 +69,8 @@ pub fn messages(d: &Digest, t: &Locale) -> Vec<Value> {
 
 fn event_embed(n: usize, e: &DigestEvent, section: &str, footer: &str, t: &Locale) -> Value {
     let follow_up = e.follow_up.as_ref().map_or_else(String::new, |f| {
-        let resolves = f.resolves.as_deref().map_or_else(String::new, |w| {
-            format!(" · {}", esc(&t.fill("follow_up_resolves", &[("watch", w)])))
-        });
+        let resolves = crate::render::resolves_line(f, t)
+            .map_or_else(String::new, |w| format!(" · {}", esc(&w)));
         format!("↪ {}{resolves}\n\n", esc(&crate::render::follow_up_line(f, t)))
     });
     let description = format!(
