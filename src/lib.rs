@@ -2,7 +2,7 @@
 //!
 //! Modules in reading order. The pure core (no I/O, no clock) is `text`, `parse`,
 //! `cluster`, `classify`, `score`, `digest`, `summarize::extractive`, `locale`, `render`,
-//! `schedule`, `tokens` and the command parser in `bot`.
+//! `schedule`, `tokens`, `archive`, `followup`, `weekly` and the command parser in `bot`.
 //! The edges do I/O: `fetch` (HTTP and files), `store` (SQLite or Postgres),
 //! `summarize::llm` (chat-completions API), `pipeline` (runs one digest), `deliver` (the
 //! outbox engine), `channels` (one folder per channel: address, render, sender, bot; one
