@@ -18,7 +18,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use chrono::Utc;
 use kdigest::deliver::engine::{Engine, Until};
-use kdigest::deliver::{RenderCache, plan};
+use kdigest::deliver::{Editions, RenderCache, plan};
 use kdigest::metrics::Metrics;
 use kdigest::model::{Filter, Score};
 use kdigest::store::{NewSubscriber, Store};
@@ -71,7 +71,10 @@ async fn bench_planning() {
     let subscribers = store.active_subscribers_page(0, i64::MAX).await.unwrap();
     let loaded = t.elapsed();
     let rows = plan(
-        &digest,
+        Editions {
+            daily: &digest,
+            weekly: None,
+        },
         &subscribers,
         &[Channel::Webhook],
         chrono::Utc::now(),

@@ -320,8 +320,8 @@ pub struct Digest {
     /// `repeat`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub repeats: Vec<FollowUp>,
-    /// Set on a weekly roll-up (crate::weekly): its ISO week, "2026-W44"; `date` is the
-    /// week's Sunday.
+    /// Set on a weekly roll-up (crate::weekly): its week, "2026-W44" (an ISO week) or
+    /// "2026-11-21/2026-11-27" (a reader's roll-up day); `date` is the week's last day.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub week: Option<String>,
 }

@@ -276,6 +276,28 @@ pub async fn generate_window(
     build_digest(config, store, date, window, failed, Utc::now()).await
 }
 
+/// A week's roll-up from its stored dailies (`crate::weekly::roll_up`), and the days of the
+/// week that have no stored digest. None when no day has one.
+pub async fn roll_up(
+    store: &Store,
+    week: crate::weekly::Week,
+    key_changes: usize,
+    locale: &Locale,
+) -> anyhow::Result<(Option<Digest>, Vec<NaiveDate>)> {
+    let days = week.days();
+    let dailies = store
+        .digests_between(days[0], days[6] + chrono::Days::new(1))
+        .await?;
+    let missing = days
+        .into_iter()
+        .filter(|d| !dailies.iter().any(|x| x.date == *d))
+        .collect();
+    Ok((
+        crate::weekly::roll_up(week, &dailies, key_changes, locale),
+        missing,
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use chrono::{DateTime, NaiveTime, Utc};
+use chrono::{DateTime, NaiveTime, Utc, Weekday};
 use chrono_tz::Tz;
 
 use crate::model::Filter;
@@ -50,6 +50,117 @@ impl fmt::Display for LocalTime {
     }
 }
 
+/// Which digest of a date a delivery carries: the day's, or the weekly roll-up of the seven
+/// days ending that day (`crate::weekly`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Edition {
+    Daily,
+    Weekly,
+}
+
+impl Edition {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Edition::Daily => "daily",
+            Edition::Weekly => "weekly",
+        }
+    }
+
+    /// The stored form; anything else is a daily (the column's default).
+    pub fn from_stored(s: &str) -> Edition {
+        if s == "weekly" {
+            Edition::Weekly
+        } else {
+            Edition::Daily
+        }
+    }
+
+    /// The edition a digest is: a roll-up has its week set.
+    pub fn of(d: &crate::model::Digest) -> Edition {
+        if d.week.is_some() {
+            Edition::Weekly
+        } else {
+            Edition::Daily
+        }
+    }
+}
+
+/// How often a reader hears from us: every daily, only the weekly roll-up on a chosen day,
+/// or both. The roll-up on day D covers the seven dailies ending with D's, so a Sunday
+/// roll-up is the ISO week `kdigest digest --week` makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Cadence {
+    #[default]
+    Daily,
+    Weekly(Weekday),
+    Both(Weekday),
+}
+
+/// The day a weekly roll-up comes when none is named: the start of the working week.
+pub const DEFAULT_WEEKLY_DAY: Weekday = Weekday::Mon;
+
+impl Cadence {
+    /// `daily`, `weekly`, `weekly:fri`, `both:mon` (also with a space: `weekly fri`); day
+    /// names in English, three letters or full.
+    pub fn parse(s: &str) -> Result<Cadence, String> {
+        let bad = || {
+            format!(
+                "\"{s}\" is not a cadence; use daily, weekly, weekly:<day> or both:<day>, e.g. weekly:mon"
+            )
+        };
+        let lower = s.trim().to_ascii_lowercase();
+        let (kind, day) = match lower.split_once([':', ' ']) {
+            Some((kind, day)) => (kind.trim(), Some(day.trim())),
+            None => (lower.as_str(), None),
+        };
+        let day = match day {
+            None | Some("") => DEFAULT_WEEKLY_DAY,
+            Some(day) => day.parse::<Weekday>().map_err(|_| {
+                format!(
+                    "\"{day}\" is not a day of the week; use mon, tue, wed, thu, fri, sat or sun"
+                )
+            })?,
+        };
+        match kind {
+            "daily" if lower == "daily" => Ok(Cadence::Daily),
+            "weekly" => Ok(Cadence::Weekly(day)),
+            "both" => Ok(Cadence::Both(day)),
+            _ => Err(bad()),
+        }
+    }
+
+    /// The editions of `date`'s digest this reader receives (none, one or both).
+    pub fn editions(self, date: chrono::NaiveDate) -> Vec<Edition> {
+        use chrono::Datelike;
+        match self {
+            Cadence::Daily => vec![Edition::Daily],
+            Cadence::Weekly(day) if date.weekday() == day => vec![Edition::Weekly],
+            Cadence::Weekly(_) => Vec::new(),
+            Cadence::Both(day) if date.weekday() == day => vec![Edition::Daily, Edition::Weekly],
+            Cadence::Both(_) => vec![Edition::Daily],
+        }
+    }
+
+    /// The roll-up's day, when this reader gets one.
+    pub fn weekly_day(self) -> Option<Weekday> {
+        match self {
+            Cadence::Daily => None,
+            Cadence::Weekly(d) | Cadence::Both(d) => Some(d),
+        }
+    }
+}
+
+impl fmt::Display for Cadence {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let day = |d: Weekday| d.to_string().to_ascii_lowercase();
+        match self {
+            Cadence::Daily => write!(f, "daily"),
+            Cadence::Weekly(d) => write!(f, "weekly:{}", day(*d)),
+            Cadence::Both(d) => write!(f, "both:{}", day(*d)),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Status {
     /// Waiting for confirmation (email double opt-in).
@@ -91,6 +202,8 @@ pub struct Subscriber {
     pub notify_empty: bool,
     /// Deliver at this local time instead of as soon as the digest is ready.
     pub deliver_at: Option<LocalTime>,
+    /// Dailies, the weekly roll-up, or both.
+    pub cadence: Cadence,
     pub created_at: chrono::DateTime<chrono::Utc>,
     pub updated_at: chrono::DateTime<chrono::Utc>,
 }
@@ -98,6 +211,56 @@ pub struct Subscriber {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cadences_parse_print_and_choose_editions() {
+        assert_eq!(Cadence::parse("daily").unwrap(), Cadence::Daily);
+        assert_eq!(
+            Cadence::parse("weekly").unwrap(),
+            Cadence::Weekly(Weekday::Mon)
+        );
+        assert_eq!(
+            Cadence::parse(" Weekly:Friday ").unwrap(),
+            Cadence::Weekly(Weekday::Fri)
+        );
+        assert_eq!(
+            Cadence::parse("both sun").unwrap(),
+            Cadence::Both(Weekday::Sun)
+        );
+        for c in ["daily", "weekly:fri", "both:sun"] {
+            assert_eq!(Cadence::parse(c).unwrap().to_string(), c);
+        }
+        assert!(
+            Cadence::parse("weekly:funday")
+                .unwrap_err()
+                .contains("mon, tue")
+        );
+        assert!(
+            Cadence::parse("daily:mon")
+                .unwrap_err()
+                .contains("weekly:<day>")
+        );
+        assert!(
+            Cadence::parse("hourly")
+                .unwrap_err()
+                .contains("daily, weekly")
+        );
+
+        // 2026-11-27 is a Friday.
+        let fri = chrono::NaiveDate::from_ymd_opt(2026, 11, 27).unwrap();
+        let thu = fri.pred_opt().unwrap();
+        assert_eq!(Cadence::Daily.editions(fri), [Edition::Daily]);
+        assert_eq!(
+            Cadence::Weekly(Weekday::Fri).editions(fri),
+            [Edition::Weekly]
+        );
+        assert!(Cadence::Weekly(Weekday::Fri).editions(thu).is_empty());
+        assert_eq!(
+            Cadence::Both(Weekday::Fri).editions(fri),
+            [Edition::Daily, Edition::Weekly]
+        );
+        assert_eq!(Cadence::Both(Weekday::Fri).editions(thu), [Edition::Daily]);
+    }
 
     #[test]
     fn addresses_parse_and_never_display_webhook_secrets() {

@@ -1,5 +1,5 @@
-//! The weekly roll-up: one digest for an ISO week, from the stored dailies of its seven
-//! days. Pure.
+//! The weekly roll-up: one digest for seven days (an ISO week, or the week a reader's
+//! roll-up day closes), from the stored dailies of those days. Pure.
 //!
 //! Events of the week that are one story become one event: the same event id on several
 //! days, or an event that is a follow-up of another event of the week (a paper and its
@@ -20,11 +20,12 @@ use crate::model::{Digest, DigestEvent, SourceCount, Window};
 /// Papers, and other updates, a weekly roll-up shows at most.
 pub const MAX_PER_SECTION: usize = 15;
 
-/// An ISO week, "2026-W44".
+/// Seven days ending on `last`: an ISO week ("2026-W44", Monday to Sunday) when `last` is
+/// a Sunday, else the week a reader's roll-up day closes ("2026-11-21/2026-11-27", the ISO
+/// 8601 interval).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Week {
-    pub year: i32,
-    pub week: u32,
+    last: NaiveDate,
 }
 
 impl Week {
@@ -34,31 +35,43 @@ impl Week {
         let (year, week) = s.trim().split_once(['W', 'w']).ok_or_else(bad)?;
         let year: i32 = year.trim_end_matches('-').parse().map_err(|_| bad())?;
         let week: u32 = week.parse().map_err(|_| bad())?;
-        NaiveDate::from_isoywd_opt(year, week, Weekday::Mon)
+        let last = NaiveDate::from_isoywd_opt(year, week, Weekday::Sun)
             .ok_or_else(|| format!("{year} has no week {week}; ISO years have 52 or 53 weeks"))?;
-        Ok(Week { year, week })
+        Ok(Week { last })
     }
 
-    /// The week a day is in.
+    /// The ISO week a day is in.
     pub fn of(date: NaiveDate) -> Week {
         let w = date.iso_week();
         Week {
-            year: w.year(),
-            week: w.week(),
+            last: NaiveDate::from_isoywd_opt(w.year(), w.week(), Weekday::Sun)
+                .expect("a day's own ISO week exists"),
         }
     }
 
-    /// Monday to Sunday.
+    /// The seven days ending on `last` (a reader's roll-up day).
+    pub fn ending(last: NaiveDate) -> Week {
+        Week { last }
+    }
+
+    pub fn last(self) -> NaiveDate {
+        self.last
+    }
+
+    /// Oldest first.
     pub fn days(self) -> [NaiveDate; 7] {
-        let monday = NaiveDate::from_isoywd_opt(self.year, self.week, Weekday::Mon)
-            .expect("checked when parsed");
-        std::array::from_fn(|i| monday + chrono::Days::new(i as u64))
+        std::array::from_fn(|i| self.last - chrono::Days::new(6 - i as u64))
     }
 }
 
 impl std::fmt::Display for Week {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}-W{:02}", self.year, self.week)
+        if self.last.weekday() == Weekday::Sun {
+            let w = self.last.iso_week();
+            write!(f, "{}-W{:02}", w.year(), w.week())
+        } else {
+            write!(f, "{}/{}", self.days()[0], self.last)
+        }
     }
 }
 
@@ -227,6 +240,15 @@ mod tests {
             NaiveDate::from_ymd_opt(2027, 1, 3).unwrap()
         );
         assert!(Week::parse("2025-W53").unwrap_err().contains("52 or 53"));
+        // A Friday reader's week is Saturday to Friday, named as an interval.
+        let fri = NaiveDate::from_ymd_opt(2026, 11, 27).unwrap();
+        let theirs = Week::ending(fri);
+        assert_eq!(theirs.to_string(), "2026-11-21/2026-11-27");
+        assert_eq!(
+            theirs.days()[0],
+            NaiveDate::from_ymd_opt(2026, 11, 21).unwrap()
+        );
+        assert_eq!(Week::ending(days[6]), w);
         assert!(Week::parse("2026-10-28").unwrap_err().contains("YYYY-Www"));
     }
 }

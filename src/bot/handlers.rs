@@ -273,6 +273,19 @@ pub async fn handle(command: Command, ctx: &Ctx<'_>) -> anyhow::Result<Reply> {
             }
             text(t.fill("bot_time", &[("time", &time_text(s.deliver_at, &t))]))
         }
+        Command::Cadence(new) => {
+            let Some(mut s) = subscriber else {
+                return text(t.get("bot_not_subscribed").to_string());
+            };
+            if let Some(cadence) = new {
+                if !ctx.can_manage {
+                    return Ok(manage_denied());
+                }
+                s.cadence = cadence;
+                ctx.store.update_subscriber(&s, ctx.now).await?;
+            }
+            text(t.fill("bot_cadence", &[("cadence", &cadence_text(s.cadence, &t))]))
+        }
         Command::Settings | Command::Lang(None) => match subscriber {
             Some(s) => text(settings(&s, &t)),
             None => text(t.get("bot_not_subscribed").to_string()),
@@ -373,6 +386,20 @@ fn time_text(at: Option<crate::subscriber::LocalTime>, t: &Locale) -> String {
     at.map_or_else(|| t.get("bot_time_now").to_string(), |a| a.to_string())
 }
 
+/// "daily", "the weekly roll-up on Friday", in the reader's words.
+pub fn cadence_text(c: crate::subscriber::Cadence, t: &Locale) -> String {
+    use crate::subscriber::Cadence;
+    let day = |d: chrono::Weekday| {
+        t.get(&format!("day_{}", d.to_string().to_ascii_lowercase()))
+            .to_string()
+    };
+    match c {
+        Cadence::Daily => t.get("cadence_daily").to_string(),
+        Cadence::Weekly(d) => t.fill("cadence_weekly", &[("day", &day(d))]),
+        Cadence::Both(d) => t.fill("cadence_both", &[("day", &day(d))]),
+    }
+}
+
 fn settings(s: &Subscriber, t: &Locale) -> String {
     let status = match &s.status {
         Status::Disabled(reason) => format!("disabled ({reason})"),
@@ -386,6 +413,7 @@ fn settings(s: &Subscriber, t: &Locale) -> String {
             ("lang", &s.language),
             ("status", &status),
             ("time", &time_text(s.deliver_at, t)),
+            ("cadence", &cadence_text(s.cadence, t)),
         ],
     )
 }

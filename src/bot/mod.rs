@@ -40,6 +40,8 @@ pub enum Command {
     /// `/time`: show; `/time HH:MM [Zone]`: deliver at that local time (zone: the digest's
     /// by default); `/time off`: as soon as the digest is ready.
     Time(TimeArg),
+    /// `/cadence`: show; `/cadence daily | weekly [day] | both [day]`: set.
+    Cadence(Option<crate::subscriber::Cadence>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -121,6 +123,7 @@ pub const MENU: &[(&str, &str)] = &[
     ("digest", "cmd_digest"),
     ("why", "cmd_why"),
     ("time", "cmd_time"),
+    ("cadence", "cmd_cadence"),
 ];
 
 /// Parses `/command args` (`/command@botname` in groups). `Ok(None)` for text that is not a
@@ -260,6 +263,22 @@ pub fn parse(
                 }
                 // Three words or more (the guard above takes one or two).
                 [.., extra] => return Err(bad("bot_bad_time", extra, USAGE)),
+            }
+        }
+        "cadence" => {
+            const USAGE: &str = "/cadence daily | weekly [mon..sun] | both [mon..sun]";
+            let cadence = match args.as_slice() {
+                [] => None,
+                [c] => Some(c.to_string()),
+                [c, day] => Some(format!("{c}:{day}")),
+                [.., extra] => return Err(bad("bot_bad_cadence", extra, USAGE)),
+            };
+            match cadence {
+                None => Command::Cadence(None),
+                Some(c) => Command::Cadence(Some(
+                    crate::subscriber::Cadence::parse(&c)
+                        .map_err(|_| bad("bot_bad_cadence", &c, USAGE))?,
+                )),
             }
         }
         "status" => Command::Status,
@@ -411,6 +430,29 @@ mod tests {
             msg("/frobnicate"),
             "Unknown command /frobnicate; send /help for the list."
         );
+    }
+
+    #[test]
+    fn cadence_takes_a_kind_and_a_day() {
+        use crate::subscriber::Cadence;
+        use chrono::Weekday;
+        assert_eq!(p("/cadence").unwrap(), Some(Command::Cadence(None)));
+        assert_eq!(
+            p("/cadence daily").unwrap(),
+            Some(Command::Cadence(Some(Cadence::Daily)))
+        );
+        assert_eq!(
+            p("/cadence weekly fri").unwrap(),
+            Some(Command::Cadence(Some(Cadence::Weekly(Weekday::Fri))))
+        );
+        assert_eq!(
+            p("/cadence both").unwrap(),
+            Some(Command::Cadence(Some(Cadence::Both(Weekday::Mon))))
+        );
+        let bad = p("/cadence weekly funday").unwrap_err();
+        assert_eq!(bad.problem, "bot_bad_cadence");
+        assert!(bad.usage.unwrap().contains("weekly [mon..sun]"));
+        assert!(p("/cadence weekly fri now").is_err());
     }
 
     #[test]

@@ -433,21 +433,14 @@ async fn weekly(
     store: &Store,
     week: crate::weekly::Week,
 ) -> anyhow::Result<crate::model::Digest> {
-    let days = week.days();
-    let dailies = store
-        .digests_between(days[0], days[6] + chrono::Days::new(1))
-        .await?;
-    let missing: Vec<String> = days
-        .iter()
-        .filter(|d| !dailies.iter().any(|x| x.date == **d))
-        .map(|d| d.to_string())
-        .collect();
     let locale = crate::locale::Locale::load(
         &config.digest.language,
         config.digest.templates_dir.as_deref(),
     )?;
-    let Some(digest) = crate::weekly::roll_up(week, &dailies, config.digest.key_changes, &locale)
-    else {
+    let (digest, missing) =
+        crate::pipeline::roll_up(store, week, config.digest.key_changes, &locale).await?;
+    let Some(digest) = digest else {
+        let days = week.days();
         anyhow::bail!(
             "No digest is stored for any day of {week} ({} to {}); make them first with `kdigest digest --date YYYY-MM-DD`",
             days[0],
@@ -457,7 +450,11 @@ async fn weekly(
     if !missing.is_empty() {
         eprintln!(
             "{week}: no stored digest for {}; the roll-up covers the other {} days",
-            missing.join(", "),
+            missing
+                .iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
             7 - missing.len()
         );
     }

@@ -9,7 +9,7 @@ use super::UsageError;
 use crate::config::{Config, LANGUAGES};
 use crate::model::{Filter, Score};
 use crate::store::Store;
-use crate::subscriber::{Address, LocalTime, Status, Subscriber};
+use crate::subscriber::{Address, Cadence, LocalTime, Status, Subscriber};
 
 #[derive(Debug, Subcommand)]
 pub enum SubscribersCommand {
@@ -28,7 +28,7 @@ pub enum SubscribersCommand {
     },
     /// List subscribers with their filters and status (disabled ones with the reason)
     List,
-    /// Change a subscriber's filter, language or empty-day note
+    /// Change a subscriber's filter, language, delivery time, cadence or empty-day note
     Set {
         /// Subscriber id or address
         subscriber: String,
@@ -64,9 +64,13 @@ pub struct FilterArgs {
     lang: Option<String>,
 }
 
-/// The reader's own delivery time.
+/// When the reader hears from us: their own delivery time and their cadence.
 #[derive(Debug, Args)]
 pub struct TimeArgs {
+    /// daily, weekly[:<day>] (only the weekly roll-up of the seven days ending that day) or
+    /// both[:<day>]; the day defaults to mon [add default: daily]
+    #[arg(long, value_name = "CADENCE")]
+    cadence: Option<String>,
     /// Deliver at this local time (HH:MM) instead of as soon as the digest is ready; "off"
     /// to go back to that
     #[arg(long, value_name = "HH:MM")]
@@ -77,6 +81,14 @@ pub struct TimeArgs {
 }
 
 impl TimeArgs {
+    /// The cadence after --cadence; what is not given stays.
+    fn cadence(&self, current: Cadence) -> Result<Cadence, UsageError> {
+        match &self.cadence {
+            None => Ok(current),
+            Some(c) => Cadence::parse(c).map_err(|e| UsageError(format!("--cadence: {e}"))),
+        }
+    }
+
     /// The delivery time after these options; what is not given stays.
     fn apply(
         &self,
@@ -170,6 +182,7 @@ pub async fn run(
             notify_empty,
         } => {
             let deliver_at = time.apply(config, None)?;
+            let cadence = time.cadence(Cadence::Daily)?;
             let address =
                 Address::parse(&address).map_err(|e| UsageError(format!("ADDRESS: {e}")))?;
             let address = robot.apply(address)?;
@@ -191,14 +204,19 @@ pub async fn run(
                 .await?
             {
                 Some(id) => {
-                    if deliver_at.is_some()
+                    if (deliver_at.is_some() || cadence != Cadence::Daily)
                         && let Some(mut s) = store.subscriber(id).await?
                     {
                         s.deliver_at = deliver_at;
+                        s.cadence = cadence;
                         store.update_subscriber(&s, Utc::now()).await?;
                     }
                     let at = deliver_at.map_or(String::new(), |t| format!(", delivered at {t}"));
-                    println!("Added subscriber #{id} {address}{at}");
+                    let cadence = match cadence {
+                        Cadence::Daily => String::new(),
+                        c => format!(", {c}"),
+                    };
+                    println!("Added subscriber #{id} {address}{at}{cadence}");
                 }
                 None => return Err(UsageError(format!(
                     "{address} is already subscribed; use `kdigest subscribers set` to change it"
@@ -226,6 +244,7 @@ pub async fn run(
         } => {
             let mut s = find(store, &subscriber).await?;
             s.deliver_at = time.apply(config, s.deliver_at)?;
+            s.cadence = time.cadence(s.cadence)?;
             options.apply(config, &mut s.filter, &mut s.language)?;
             s.address = robot.apply(s.address)?;
             if let Some(n) = notify_empty {
@@ -279,9 +298,13 @@ pub fn describe(s: &Subscriber) -> String {
         ""
     };
     let at = s.deliver_at.map_or(String::new(), |t| format!(", at {t}"));
+    let cadence = match s.cadence {
+        Cadence::Daily => String::new(),
+        c => format!(", {c}"),
+    };
     format!(
-        "#{} {} [{}] min score {} lang {}{}{} — {}",
-        s.id, s.address, layers, s.filter.min_score, s.language, at, empty, status
+        "#{} {} [{}] min score {} lang {}{}{}{} — {}",
+        s.id, s.address, layers, s.filter.min_score, s.language, at, cadence, empty, status
     )
 }
 

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use chrono::{DateTime, NaiveDate, Utc};
+use chrono::{DateTime, Datelike, NaiveDate, Utc};
 use futures::FutureExt as _;
 use sha2::{Digest as _, Sha256};
 use tokio::sync::{Semaphore, watch};
@@ -22,12 +22,12 @@ use tokio::task::JoinSet;
 
 use super::health::Health;
 use super::limits::Limits;
-use super::{RenderCache, SendError, Sender, plan};
+use super::{Editions, RenderCache, SendError, Sender, plan};
 use crate::config::{Config, DeliveryConfig};
 use crate::metrics::Metrics;
 use crate::model::Digest;
 use crate::store::{Claimed, Settled, Store, WHOLE_CHANNEL, is_busy};
-use crate::subscriber::{Channel, Status};
+use crate::subscriber::{Channel, Edition, Status};
 
 /// How long a channel pauses after an outage (at most `delivery.backoff_max`).
 const OUTAGE_PAUSE: Duration = Duration::from_secs(60);
@@ -40,7 +40,8 @@ const RESTART_MAX: Duration = Duration::from_secs(30);
 const ONCE_MAX_RESTARTS: u32 = 5;
 /// How long a worker waits when the database is busy before it claims again.
 const BUSY_WAIT: Duration = Duration::from_millis(250);
-/// Digests kept in memory (the newest dates); older ones are loaded again when needed.
+/// Digests kept in memory (the newest dates and editions); older ones are loaded, or
+/// rolled up, again when needed.
 const CACHED_DIGESTS: usize = 7;
 /// Subscribers planned per page (memory stays at one page whatever the audience).
 const PLAN_PAGE: i64 = 20_000;
@@ -68,7 +69,11 @@ pub struct Engine {
     senders: HashMap<Channel, Sender>,
     limits: HashMap<Channel, Arc<Limits>>,
     cache: Arc<RenderCache>,
-    digests: Mutex<BTreeMap<NaiveDate, Arc<Digest>>>,
+    digests: Mutex<BTreeMap<(NaiveDate, Edition), Arc<Digest>>>,
+    /// What a weekly roll-up is made with: the digest language's words and
+    /// `digest.key_changes`.
+    language: String,
+    key_changes: usize,
     metrics: Arc<Metrics>,
     health: Health,
     refusals: Mutex<HashMap<Channel, Refusals>>,
@@ -109,6 +114,8 @@ impl Engine {
                     .with_site(config.email.public_url.clone()),
             ),
             digests: Mutex::new(BTreeMap::new()),
+            language: config.digest.language.clone(),
+            key_changes: config.digest.key_changes,
             metrics,
             health: Health::default(),
             refusals: Mutex::new(HashMap::new()),
@@ -140,12 +147,14 @@ impl Engine {
     }
 
     /// Plans the digest for every active subscriber, a page of subscribers at a time (one
-    /// transaction each). Idempotent: planning again, or after a crash between pages, adds
-    /// only the rows that are missing.
+    /// transaction each), and the weekly roll-up ending with it for the readers whose
+    /// cadence makes this their roll-up day. Idempotent: planning again, or after a crash
+    /// between pages, adds only the rows that are missing.
     pub async fn plan(&self, digest: &Digest) -> anyhow::Result<u64> {
         // This digest is the current version of its date (it may have been regenerated).
-        self.remember_digest(Arc::new(digest.clone()));
+        self.remember_digest(Edition::Daily, Arc::new(digest.clone()));
         self.cache.forget(digest.date);
+        let mut weekly: Option<Arc<Digest>> = None;
         let channels = self.channels();
         let (mut planned, mut inserted, mut skipped) = (0, 0, 0);
         let load = |after: i64| {
@@ -162,7 +171,17 @@ impl Engine {
                 .iter()
                 .filter(|s| !self.senders.contains_key(&s.address.channel()))
                 .count();
-            let rows = plan(digest, &page, &channels, Utc::now());
+            let roll_up_day = page
+                .iter()
+                .any(|s| s.cadence.weekly_day() == Some(digest.date.weekday()));
+            if roll_up_day && weekly.is_none() {
+                weekly = Some(self.roll_up(digest).await?);
+            }
+            let editions = Editions {
+                daily: digest,
+                weekly: weekly.as_deref(),
+            };
+            let rows = plan(editions, &page, &channels, Utc::now());
             planned += rows.len();
             inserted += self
                 .store
@@ -382,8 +401,18 @@ impl Engine {
             // The batch's subscribers in one query, not one per delivery.
             let ids: Vec<i64> = batch.iter().map(|c| c.subscriber_id).collect();
             let mut subscribers = self.store.subscribers_with_ids(&ids).await?;
+            // A reader's editions of one date (the daily and the roll-up) go one after the
+            // other, daily first, so their messages never interleave in one chat.
+            let mut by_reader: BTreeMap<i64, Vec<Claimed>> = BTreeMap::new();
             for claimed in batch {
-                let subscriber = subscribers.remove(&claimed.subscriber_id);
+                by_reader
+                    .entry(claimed.subscriber_id)
+                    .or_default()
+                    .push(claimed);
+            }
+            for (id, mut claims) in by_reader {
+                claims.sort_by_key(|c| c.edition);
+                let subscriber = subscribers.remove(&id);
                 let permit = slots
                     .clone()
                     .acquire_owned()
@@ -391,11 +420,15 @@ impl Engine {
                     .expect("semaphore is never closed");
                 let engine = self.clone();
                 in_flight.spawn(async move {
-                    // A panic in one delivery is that delivery's failure, not the worker's.
-                    let delivery = AssertUnwindSafe(engine.deliver(&claimed, subscriber, channel));
-                    if let Err(panic) = delivery.catch_unwind().await {
-                        let error = anyhow::anyhow!("the delivery panicked: {}", panic_text(panic));
-                        engine.settle_unexpected(&claimed, &error).await;
+                    for claimed in &claims {
+                        // A panic in one delivery is that delivery's failure, not the worker's.
+                        let delivery =
+                            AssertUnwindSafe(engine.deliver(claimed, subscriber.clone(), channel));
+                        if let Err(panic) = delivery.catch_unwind().await {
+                            let error =
+                                anyhow::anyhow!("the delivery panicked: {}", panic_text(panic));
+                            engine.settle_unexpected(claimed, &error).await;
+                        }
                     }
                     drop(permit);
                 });
@@ -406,26 +439,63 @@ impl Engine {
         Ok(())
     }
 
-    async fn digest(&self, date: NaiveDate) -> anyhow::Result<Option<Arc<Digest>>> {
-        if let Some(d) = self.cached_digests().get(&date) {
-            return Ok(Some(d.clone()));
-        }
-        let Some(d) = self.store.load_digest(date).await? else {
-            return Ok(None);
-        };
-        let d = Arc::new(d);
-        self.remember_digest(d.clone());
-        Ok(Some(d))
+    /// The roll-up of the seven days ending with `daily` (its own day from the value in
+    /// hand, which may be newer than the stored one; the other days from the store).
+    async fn roll_up(&self, daily: &Digest) -> anyhow::Result<Arc<Digest>> {
+        let week = crate::weekly::Week::ending(daily.date);
+        let mut dailies = self
+            .store
+            .digests_between(week.days()[0], daily.date)
+            .await?;
+        dailies.push(daily.clone());
+        let renderer = self.cache.renderer(&self.language)?;
+        let rollup = crate::weekly::roll_up(week, &dailies, self.key_changes, renderer.locale())
+            .expect("the week has its last day's digest");
+        let rollup = Arc::new(rollup);
+        self.remember_digest(Edition::Weekly, rollup.clone());
+        Ok(rollup)
     }
 
-    fn cached_digests(&self) -> std::sync::MutexGuard<'_, BTreeMap<NaiveDate, Arc<Digest>>> {
+    async fn digest(
+        &self,
+        date: NaiveDate,
+        edition: Edition,
+    ) -> anyhow::Result<Option<Arc<Digest>>> {
+        if let Some(d) = self.cached_digests().get(&(date, edition)) {
+            return Ok(Some(d.clone()));
+        }
+        let cached = self.cached_digests().get(&(date, Edition::Daily)).cloned();
+        let daily = match cached {
+            Some(d) => d,
+            None => match self.store.load_digest(date).await? {
+                Some(d) => {
+                    let d = Arc::new(d);
+                    self.remember_digest(Edition::Daily, d.clone());
+                    d
+                }
+                None => return Ok(None),
+            },
+        };
+        Ok(Some(match edition {
+            Edition::Daily => daily,
+            Edition::Weekly => self.roll_up(&daily).await?,
+        }))
+    }
+
+    fn cached_digests(
+        &self,
+    ) -> std::sync::MutexGuard<'_, BTreeMap<(NaiveDate, Edition), Arc<Digest>>> {
         self.digests.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Keeps the digest of its date, and only the newest [`CACHED_DIGESTS`] dates.
-    fn remember_digest(&self, digest: Arc<Digest>) {
+    /// Keeps the digest of its date and edition, and only the newest [`CACHED_DIGESTS`].
+    fn remember_digest(&self, edition: Edition, digest: Arc<Digest>) {
         let mut digests = self.cached_digests();
-        digests.insert(digest.date, digest);
+        if edition == Edition::Daily {
+            // A new daily changes the roll-up ending with it: made again when asked for.
+            digests.remove(&(digest.date, Edition::Weekly));
+        }
+        digests.insert((digest.date, edition), digest);
         while digests.len() > CACHED_DIGESTS {
             digests.pop_first();
         }
@@ -536,7 +606,7 @@ impl Engine {
                 return self.settled(c, settle);
             }
         };
-        let Some(digest) = self.digest(c.digest_date).await? else {
+        let Some(digest) = self.digest(c.digest_date, c.edition).await? else {
             let settle = self
                 .store
                 .mark_failed(c, c.attempts, "The digest is not stored")

@@ -18,46 +18,78 @@ use crate::model::{Digest, Filter};
 use crate::parse::hex;
 use crate::render::Renderer;
 use crate::store::PlannedDelivery;
-use crate::subscriber::{Channel, Subscriber};
+use crate::subscriber::{Channel, Edition, Subscriber};
 
 pub use crate::channels::{SendError, Sender};
 
-/// Stable id of the delivery of one digest to one subscriber; receivers use it to drop
-/// duplicates.
-pub fn delivery_id(date: NaiveDate, subscriber_id: i64) -> String {
-    hex(&Sha256::digest(format!("{date}/{subscriber_id}").as_bytes())[..12])
+/// Stable id of the delivery of one edition of a date to one subscriber; receivers use it
+/// to drop duplicates. A daily's id is the one it had before there were editions.
+pub fn delivery_id(date: NaiveDate, edition: Edition, subscriber_id: i64) -> String {
+    let key = match edition {
+        Edition::Daily => format!("{date}/{subscriber_id}"),
+        Edition::Weekly => format!("{date}/weekly/{subscriber_id}"),
+    };
+    hex(&Sha256::digest(key.as_bytes())[..12])
 }
 
-/// One row per subscriber whose channel can be sent to and whose filtered digest is not
-/// empty (or who asked for a note on empty days). Pure.
+/// The editions of one date: its daily, and the weekly roll-up ending that day when some
+/// reader's cadence asks for one (the planner makes it only then).
+#[derive(Clone, Copy)]
+pub struct Editions<'a> {
+    pub daily: &'a Digest,
+    pub weekly: Option<&'a Digest>,
+}
+
+impl<'a> Editions<'a> {
+    fn get(self, edition: Edition) -> Option<&'a Digest> {
+        match edition {
+            Edition::Daily => Some(self.daily),
+            Edition::Weekly => self.weekly,
+        }
+    }
+}
+
+/// One row per subscriber and edition their cadence takes on this date, when their channel
+/// can be sent to and their filtered edition is not empty (or they asked for a note on
+/// empty days). Pure.
 pub fn plan(
-    digest: &Digest,
+    editions: Editions<'_>,
     subscribers: &[Subscriber],
     channels: &[Channel],
     ready: chrono::DateTime<chrono::Utc>,
 ) -> Vec<PlannedDelivery> {
-    let mut matches: HashMap<&Filter, bool> = HashMap::new();
-    subscribers
+    let date = editions.daily.date;
+    let mut matches: HashMap<(Edition, &Filter), bool> = HashMap::new();
+    let mut rows = Vec::new();
+    for s in subscribers
         .iter()
         .filter(|s| channels.contains(&s.address.channel()))
-        .filter(|s| {
-            s.notify_empty
+    {
+        for edition in s.cadence.editions(date) {
+            let Some(digest) = editions.get(edition) else {
+                continue;
+            };
+            let wanted = s.notify_empty
                 || *matches
-                    .entry(&s.filter)
-                    .or_insert_with(|| digest.events().any(|e| s.filter.accepts(e)))
-        })
-        .map(|s| PlannedDelivery {
-            id: delivery_id(digest.date, s.id),
-            subscriber_id: s.id,
-            channel: s.address.channel(),
-            destination: s.address.destination_key(),
-            // A reader with their own hour gets it then; the outbox holds it until due.
-            due: s.deliver_at.map(|at| at.due_after(ready)),
-        })
-        .collect()
+                    .entry((edition, &s.filter))
+                    .or_insert_with(|| digest.events().any(|e| s.filter.accepts(e)));
+            if wanted {
+                rows.push(PlannedDelivery {
+                    id: delivery_id(date, edition, s.id),
+                    subscriber_id: s.id,
+                    edition,
+                    channel: s.address.channel(),
+                    destination: s.address.destination_key(),
+                    // A reader with their own hour gets it then; the outbox holds it until due.
+                    due: s.deliver_at.map(|at| at.due_after(ready)),
+                });
+            }
+        }
+    }
+    rows
 }
 
-type RenderKey = (NaiveDate, Filter, String, Channel);
+type RenderKey = (NaiveDate, Edition, Filter, String, Channel);
 
 /// Renders are kept for this many digest dates (the newest); older dates render again.
 const RENDERED_DATES: usize = 3;
@@ -70,7 +102,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// Renders once per distinct (digest, filter, language, channel): 100,000 subscribers with
+/// Renders once per distinct (digest edition, filter, language, channel): 100,000 subscribers with
 /// 20 distinct filters render 20 times per channel. Bounded by date and size.
 #[derive(Default)]
 pub struct RenderCache {
@@ -101,7 +133,13 @@ impl RenderCache {
         language: &str,
         channel: Channel,
     ) -> anyhow::Result<Arc<Vec<String>>> {
-        let key = (d.date, filter.clone(), language.to_string(), channel);
+        let key = (
+            d.date,
+            Edition::of(d),
+            filter.clone(),
+            language.to_string(),
+            channel,
+        );
         // Held while rendering: workers that miss the same key at the start of a run wait
         // for the one render instead of each making their own.
         let mut renders = lock(&self.renders);
@@ -148,7 +186,13 @@ impl RenderCache {
         language: &str,
         channel: Channel,
     ) -> Option<Arc<Vec<String>>> {
-        let key = (d.date, filter.clone(), language.to_string(), channel);
+        let key = (
+            d.date,
+            Edition::of(d),
+            filter.clone(),
+            language.to_string(),
+            channel,
+        );
         self.renders.try_lock().ok()?.get(&key).cloned()
     }
 
@@ -167,7 +211,7 @@ impl RenderCache {
         Ok(r)
     }
 
-    /// Drops the renders of one date (its digest was regenerated).
+    /// Drops the renders of one date, both editions (its digest was regenerated).
     pub fn forget(&self, date: NaiveDate) {
         lock(&self.renders).retain(|key, _| key.0 != date);
     }

@@ -180,7 +180,16 @@ pub struct AccountForm {
     pub hidden: Vec<(String, String)>,
     /// `Some` shows the delivery-time fields (HH:MM or empty, time zone) with these values.
     pub time: Option<(String, String)>,
+    /// `Some` shows the cadence selects (daily, weekly, both; the roll-up's day).
+    pub cadence: Option<CadenceForm>,
     pub settings: Option<SettingsForm>,
+}
+
+/// The preferences form's cadence: its kind and the weekly roll-up's day.
+#[derive(Debug, Default, Serialize)]
+pub struct CadenceForm {
+    pub kinds: Vec<Choice>,
+    pub days: Vec<Choice>,
 }
 
 /// The layer checkboxes, threshold and language of the sign-up and preferences forms.
@@ -335,15 +344,18 @@ impl Renderer {
 
     /// One render; multi-message formats (Telegram, Discord) give one string per message.
     pub fn render(&self, digest: &Digest, format: Format) -> anyhow::Result<Vec<String>> {
-        if digest.week.is_some() {
-            let weekly = Renderer {
+        self.for_digest(digest).render_as_is(digest, format)
+    }
+
+    /// This renderer, or for a weekly roll-up one with the locale's weekly words.
+    fn for_digest(&self, digest: &Digest) -> std::borrow::Cow<'_, Renderer> {
+        match digest.week {
+            Some(_) => std::borrow::Cow::Owned(Renderer {
                 locale: self.locale.for_week(),
                 ..self.clone()
-            };
-            // The weekly words are in now; the inner call must not apply them again.
-            return weekly.render_as_is(digest, format);
+            }),
+            None => std::borrow::Cow::Borrowed(self),
         }
-        self.render_as_is(digest, format)
     }
 
     fn render_as_is(&self, digest: &Digest, format: Format) -> anyhow::Result<Vec<String>> {
@@ -449,6 +461,16 @@ impl Renderer {
         unsubscribe_url: &str,
         preferences_url: &str,
     ) -> anyhow::Result<Email> {
+        self.for_digest(digest)
+            .email_as_is(digest, unsubscribe_url, preferences_url)
+    }
+
+    fn email_as_is(
+        &self,
+        digest: &Digest,
+        unsubscribe_url: &str,
+        preferences_url: &str,
+    ) -> anyhow::Result<Email> {
         let ctx = context! {
             unsubscribe_url => unsubscribe_url,
             preferences_url => preferences_url,
@@ -460,9 +482,11 @@ impl Renderer {
                 .render(&ctx)
                 .with_context(|| format!("Cannot render template {name}"))
         };
-        let date = self
-            .locale
-            .fill("digest_for", &[("date", &digest.date.to_string())]);
+        let when = digest
+            .week
+            .clone()
+            .unwrap_or_else(|| digest.date.to_string());
+        let date = self.locale.fill("digest_for", &[("date", &when)]);
         Ok(Email {
             subject: crate::text::truncate_chars(
                 &collapse_whitespace(&format!("{date}: {}", digest.title)),

@@ -11,7 +11,7 @@
 //! so a paused destination never holds a worker.
 
 use super::{Backend, Store};
-use crate::subscriber::Channel;
+use crate::subscriber::{Channel, Edition};
 use chrono::{DateTime, NaiveDate, Utc};
 
 /// The key of a pause that holds back a whole channel (its relay is down).
@@ -22,6 +22,8 @@ pub const WHOLE_CHANNEL: &str = "*";
 pub struct PlannedDelivery {
     pub id: String,
     pub subscriber_id: i64,
+    /// The daily, or the weekly roll-up ending on the plan's date.
+    pub edition: Edition,
     pub channel: Channel,
     /// `Address::destination_key` of the subscriber's address.
     pub destination: String,
@@ -34,6 +36,7 @@ pub struct PlannedDelivery {
 pub struct Claimed {
     pub id: String,
     pub digest_date: NaiveDate,
+    pub edition: Edition,
     pub subscriber_id: i64,
     pub attempts: u32,
     pub parts_sent: u32,
@@ -105,6 +108,9 @@ macro_rules! settle {
 
 /// The rows a claim takes. On Postgres several instances claim at once: `FOR UPDATE SKIP
 /// LOCKED` lets each take rows the others are not taking, instead of waiting on them.
+/// A row waits while another edition of its date to the same reader is being sent (the
+/// engine sends editions claimed together one after the other), so a daily and its
+/// roll-up never interleave; the daily sorts first.
 fn claim_sql(backend: Backend) -> String {
     let lock = match backend {
         Backend::Sqlite => "",
@@ -118,8 +124,12 @@ fn claim_sql(backend: Backend) -> String {
                                         WHERE p.channel = d.channel
                                           AND (p.key = d.destination OR p.key = $6)
                                           AND p.paused_until > $2)
-                      ORDER BY d.next_attempt_at, d.id LIMIT $3{lock})
-         RETURNING id, digest_date, subscriber_id, attempts, parts_sent"
+                        AND NOT EXISTS (SELECT 1 FROM deliveries o
+                                        WHERE o.digest_date = d.digest_date
+                                          AND o.subscriber_id = d.subscriber_id
+                                          AND o.status = 'sending')
+                      ORDER BY d.next_attempt_at, d.edition, d.id LIMIT $3{lock})
+         RETURNING id, digest_date, subscriber_id, attempts, parts_sent, edition"
     )
 }
 
@@ -128,8 +138,8 @@ impl Store {
     /// are, so planning twice never doubles a delivery. Returns how many rows were new.
     /// SQLite takes multi-row INSERTs (2,000 rows a statement); Postgres takes the whole
     /// plan as four arrays in one statement (UNNEST), several times faster than VALUES.
-    /// The id is derived from (date, subscriber), so the primary key and the
-    /// (date, subscriber) key name the same row: `ON CONFLICT DO NOTHING` without a target
+    /// The id is derived from (date, subscriber, edition), so the primary key and the
+    /// (date, subscriber, edition) key name the same row: `ON CONFLICT DO NOTHING` without a target
     /// covers both, which matters when instances plan the same date at once (with a target,
     /// a concurrent insert can trip the other key and fail the whole plan).
     pub async fn plan_deliveries(
@@ -145,11 +155,12 @@ impl Store {
                 let channels: Vec<&str> = plan.iter().map(|p| p.channel.as_str()).collect();
                 let destinations: Vec<&str> = plan.iter().map(|p| p.destination.as_str()).collect();
                 let due: Vec<i64> = plan.iter().map(|p| ms(p.due.unwrap_or(now))).collect();
+                let editions: Vec<&str> = plan.iter().map(|p| p.edition.as_str()).collect();
                 let inserted = sqlx::query(
-                    "INSERT INTO deliveries (id, digest_date, subscriber_id, channel, destination, status, next_attempt_at, created_at)
-                     SELECT u.id, $1, u.subscriber_id, u.channel, u.destination, 'pending', u.due, $2
-                     FROM UNNEST($3::TEXT[], $4::BIGINT[], $5::TEXT[], $6::TEXT[], $7::BIGINT[])
-                          AS u (id, subscriber_id, channel, destination, due)
+                    "INSERT INTO deliveries (id, digest_date, subscriber_id, channel, destination, status, next_attempt_at, created_at, edition)
+                     SELECT u.id, $1, u.subscriber_id, u.channel, u.destination, 'pending', u.due, $2, u.edition
+                     FROM UNNEST($3::TEXT[], $4::BIGINT[], $5::TEXT[], $6::TEXT[], $7::BIGINT[], $8::TEXT[])
+                          AS u (id, subscriber_id, channel, destination, due, edition)
                      ON CONFLICT DO NOTHING",
                 )
                 .bind(date)
@@ -159,19 +170,20 @@ impl Store {
                 .bind(channels)
                 .bind(destinations)
                 .bind(due)
+                .bind(editions)
                 .execute(pool)
                 .await?
                 .rows_affected();
                 Ok(inserted)
             }
             super::Db::Sqlite(pool) => {
-                // 8 columns a row, 7 of them parameters; SQLite allows 32,766 per statement.
+                // 9 columns a row, 8 of them parameters; SQLite allows 32,766 per statement.
                 const ROWS_PER_STATEMENT: usize = 2_000;
                 let mut inserted = 0;
                 let mut tx = pool.begin().await?;
                 for chunk in plan.chunks(ROWS_PER_STATEMENT) {
                     let mut query = sqlx::QueryBuilder::new(
-                        "INSERT INTO deliveries (id, digest_date, subscriber_id, channel, destination, status, next_attempt_at, created_at) ",
+                        "INSERT INTO deliveries (id, digest_date, subscriber_id, channel, destination, status, next_attempt_at, created_at, edition) ",
                     );
                     query.push_values(chunk, |mut row, p| {
                         row.push_bind(&p.id)
@@ -181,7 +193,8 @@ impl Store {
                             .push_bind(&p.destination)
                             .push("'pending'")
                             .push_bind(ms(p.due.unwrap_or(now)))
-                            .push_bind(now);
+                            .push_bind(now)
+                            .push_bind(p.edition.as_str());
                     });
                     query.push(" ON CONFLICT DO NOTHING");
                     inserted += query.build().execute(&mut *tx).await?.rows_affected();
@@ -228,7 +241,7 @@ impl Store {
         expires: DateTime<Utc>,
     ) -> anyhow::Result<Vec<Claimed>> {
         let sql = claim_sql(self.backend());
-        let rows: Vec<(String, NaiveDate, i64, i64, i64)> = on_db!(&self.db, pool => {
+        let rows: Vec<(String, NaiveDate, i64, i64, i64, String)> = on_db!(&self.db, pool => {
             sqlx::query_as(&sql)
                 .bind(channel.as_str())
                 .bind(ms(now))
@@ -242,9 +255,10 @@ impl Store {
         let mut claimed: Vec<Claimed> = rows
             .into_iter()
             .map(
-                |(id, digest_date, subscriber_id, attempts, parts_sent)| Claimed {
+                |(id, digest_date, subscriber_id, attempts, parts_sent, edition)| Claimed {
                     id,
                     digest_date,
+                    edition: Edition::from_stored(&edition),
                     subscriber_id,
                     attempts: u32::try_from(attempts).unwrap_or(0),
                     parts_sent: u32::try_from(parts_sent).unwrap_or(0),

@@ -7,7 +7,7 @@ use super::Store;
 use crate::model::{Filter, Score};
 use crate::subscriber::{Address, Status, Subscriber};
 
-const COLUMNS: &str = "id, address, layers, min_score, language, status, status_reason, notify_empty, created_at, updated_at, options, deliver_at";
+const COLUMNS: &str = "id, address, layers, min_score, language, status, status_reason, notify_empty, created_at, updated_at, options, deliver_at, cadence";
 
 const INSERT: &str = "INSERT INTO subscribers (address, channel, layers, min_score, language, status, status_reason, notify_empty, created_at, updated_at, options)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9, $10)
@@ -157,14 +157,14 @@ impl Store {
         Ok(on_db!(&self.db, pool => by_address!(pool, address)))
     }
 
-    /// Replaces filter, language and the empty-day option.
+    /// Replaces filter, language, the empty-day option, delivery time and cadence.
     pub async fn update_subscriber(
         &self,
         s: &Subscriber,
         now: DateTime<Utc>,
     ) -> anyhow::Result<()> {
         let sql = "UPDATE subscribers SET layers = $1, min_score = $2, language = $3, notify_empty = $4, updated_at = $5,
-             options = $6, deliver_at = $8 WHERE id = $7";
+             options = $6, deliver_at = $8, cadence = $9 WHERE id = $7";
         let layers = layers_column(&s.filter)?;
         on_db!(&self.db, pool => {
             sqlx::query(sql)
@@ -176,6 +176,7 @@ impl Store {
                 .bind(s.address.options().to_stored())
                 .bind(s.id)
                 .bind(s.deliver_at.map(|t| t.to_string()))
+                .bind(s.cadence.to_string())
                 .execute(pool)
                 .await?;
         });
@@ -363,6 +364,7 @@ where
     let address: String = row.try_get(1)?;
     let options: Option<String> = row.try_get(10)?;
     let deliver_at: Option<String> = row.try_get(11)?;
+    let cadence: String = row.try_get(12)?;
     let min_score: i64 = row.try_get(3)?;
     let layers: String = row.try_get(2)?;
     let status: String = row.try_get(5)?;
@@ -383,6 +385,8 @@ where
             .map(crate::subscriber::LocalTime::from_stored)
             .transpose()
             .map_err(|e| anyhow::anyhow!("Stored subscriber {e}"))?,
+        cadence: crate::subscriber::Cadence::parse(&cadence)
+            .map_err(|e| anyhow::anyhow!("Stored subscriber cadence: {e}"))?,
         created_at: row.try_get(8)?,
         updated_at: row.try_get(9)?,
     })

@@ -369,6 +369,7 @@ impl Account {
                         Some(t) => (t.at.format("%H:%M").to_string(), t.tz.name().to_string()),
                         None => (String::new(), self.default_zone.clone()),
                     }),
+                    cadence: Some(cadence_form(subscriber.cadence, t)),
                     button: t.get("preferences_button").to_string(),
                     email: None,
                     settings: Some(self.settings_form(&subscriber.filter, language)),
@@ -440,6 +441,9 @@ pub(super) struct Fields {
     /// The preferences form's delivery time and zone.
     pub(super) at: Option<String>,
     pub(super) tz: Option<String>,
+    /// The preferences form's cadence kind and roll-up day.
+    pub(super) cadence: Option<String>,
+    pub(super) cadence_day: Option<String>,
 }
 
 /// The forms post `application/x-www-form-urlencoded`; anything else (text/plain from a
@@ -476,10 +480,64 @@ pub(super) fn parse_fields(body: &[u8]) -> Fields {
             "code" => fields.code = value.trim().to_string(),
             "at" => fields.at = Some(value.trim().to_string()),
             "tz" => fields.tz = Some(value.trim().to_string()),
+            "cadence" => fields.cadence = Some(value.trim().to_string()),
+            "cadence_day" => fields.cadence_day = Some(value.trim().to_string()),
             _ => {}
         }
     }
     fields
+}
+
+/// The cadence a form gives; `None` when it has no cadence field (an older form).
+fn form_cadence(fields: &Fields) -> Result<Option<crate::subscriber::Cadence>, String> {
+    let Some(kind) = fields.cadence.as_deref() else {
+        return Ok(None);
+    };
+    let text = match (kind, fields.cadence_day.as_deref()) {
+        ("daily", _) | (_, None) => kind.to_string(),
+        (kind, Some(day)) => format!("{kind}:{day}"),
+    };
+    crate::subscriber::Cadence::parse(&text).map(Some)
+}
+
+/// The cadence selects with `current` chosen; the day is the current roll-up day (Monday
+/// for a daily reader).
+fn cadence_form(
+    current: crate::subscriber::Cadence,
+    t: &crate::locale::Locale,
+) -> crate::render::CadenceForm {
+    use crate::subscriber::{Cadence, DEFAULT_WEEKLY_DAY};
+    let kind = match current {
+        Cadence::Daily => "daily",
+        Cadence::Weekly(_) => "weekly",
+        Cadence::Both(_) => "both",
+    };
+    let day = current.weekly_day().unwrap_or(DEFAULT_WEEKLY_DAY);
+    let choice = |value: &str, label: String, checked: bool| crate::render::Choice {
+        value: value.to_string(),
+        label,
+        checked,
+        href: String::new(),
+    };
+    crate::render::CadenceForm {
+        kinds: ["daily", "weekly", "both"]
+            .into_iter()
+            .map(|k| {
+                choice(
+                    k,
+                    t.get(&format!("cadence_kind_{k}")).to_string(),
+                    k == kind,
+                )
+            })
+            .collect(),
+        days: (0..7)
+            .map(|i| {
+                let d = chrono::Weekday::try_from(i as u8).expect("0-6 are days");
+                let v = d.to_string().to_ascii_lowercase();
+                choice(&v, t.get(&format!("day_{v}")).to_string(), d == day)
+            })
+            .collect(),
+    }
 }
 
 /// Validates layers, threshold and language; the error is a locale key and its value.
@@ -804,10 +862,19 @@ pub async fn preferences(
             return a.preferences_page(&subscriber, &token, false, Some(error));
         }
     };
+    let cadence = match form_cadence(&fields) {
+        Ok(c) => c.unwrap_or(subscriber.cadence),
+        Err(why) => {
+            let t = a.renderer(&subscriber.language).locale();
+            let error = t.fill("prefs_bad_cadence", &[("layer", &why)]);
+            return a.preferences_page(&subscriber, &token, false, Some(error));
+        }
+    };
     match parse_settings(&fields, &a.layers, &subscriber.filter) {
         Ok((filter, language)) => {
             subscriber.filter = filter;
             subscriber.deliver_at = deliver_at;
+            subscriber.cadence = cadence;
             if let Some(language) = language {
                 subscriber.language = language;
             }

@@ -212,7 +212,7 @@ async fn webhook_deliveries_are_signed_filtered_retried_and_disabled_per_subscri
     assert_eq!(runtime_body.signature.as_deref(), Some(expected.as_str()));
     assert_eq!(
         runtime_body.delivery,
-        kdigest::deliver::delivery_id(digest.date, runtime)
+        kdigest::deliver::delivery_id(digest.date, kdigest::subscriber::Edition::Daily, runtime)
     );
 
     // All these webhooks share one host, which is one rate-limit destination: a 429 from it
@@ -773,4 +773,128 @@ async fn a_reader_at_0930_berlin_gets_the_digest_then_and_not_before() {
     crate::helpers::run_until_idle(&engine, Duration::from_secs(1)).await;
     assert_eq!(got("berlin"), 1, "delivered when due");
     assert_eq!(got("now"), 1);
+}
+
+/// Cadences: on a reader's roll-up day the weekly roll-up of the seven days ending that day
+/// is planned as its own delivery (own id, same story once), a "both" reader gets the daily
+/// and the roll-up, a weekly reader on another day gets nothing, a daily reader only the
+/// daily.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn weekly_and_both_readers_get_the_roll_up_on_their_day() {
+    use chrono::Datelike;
+    use kdigest::subscriber::Cadence;
+    let feeds = spawn_feed_server().await;
+    let (hooks, receiver) = spawn_receiver().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = fixture_config(&format!("{}/feeds", feeds.base), dir.path(), DELIVERY_TOML);
+    let store = open_store(&config).await;
+    let date = kdigest::demo::demo_date();
+    let digest = pipeline::generate(&config, &store, date, &|_| {})
+        .await
+        .unwrap();
+    // The day before had the same lead story (and one of today's others): the roll-up
+    // shows each story once.
+    let mut yesterday = digest.clone();
+    yesterday.date = date.pred_opt().unwrap();
+    yesterday.other_updates.clear();
+    store.save_digest(&yesterday, Utc::now()).await.unwrap();
+
+    let day = date.weekday();
+    let mut ids = Vec::new();
+    for (path, cadence) in [
+        ("daily", Cadence::Daily),
+        ("weekly", Cadence::Weekly(day)),
+        ("both", Cadence::Both(day)),
+        ("other", Cadence::Weekly(day.succ())),
+    ] {
+        let id = add(&store, &format!("webhook:{hooks}/{path}"), &[], 0.0).await;
+        let mut s = store.subscriber(id).await.unwrap().unwrap();
+        s.cadence = cadence;
+        store.update_subscriber(&s, Utc::now()).await.unwrap();
+        assert_eq!(
+            store.subscriber(id).await.unwrap().unwrap().cadence,
+            cadence
+        );
+        ids.push(id);
+    }
+
+    let engine =
+        Arc::new(Engine::new(store.clone(), &config, Arc::new(Metrics::default())).unwrap());
+    assert_eq!(
+        engine.plan(&digest).await.unwrap(),
+        4,
+        "daily, weekly, both x2"
+    );
+    assert_eq!(
+        engine.plan(&digest).await.unwrap(),
+        0,
+        "planning again adds nothing"
+    );
+    crate::helpers::run_until_idle(&engine, Duration::from_secs(1)).await;
+    let db = sqlx::SqlitePool::connect(&format!("sqlite://{}", config.storage.path.display()))
+        .await
+        .unwrap();
+    let rows: Vec<(i64, String, String)> = sqlx::query_as(
+        "SELECT subscriber_id, edition, status FROM deliveries ORDER BY subscriber_id, edition",
+    )
+    .fetch_all(&db)
+    .await
+    .unwrap();
+    let sent = |id: i64, edition: &str| (id, edition.to_string(), "sent".to_string());
+    assert_eq!(
+        rows,
+        [
+            sent(ids[0], "daily"),
+            sent(ids[1], "weekly"),
+            sent(ids[2], "daily"),
+            sent(ids[2], "weekly")
+        ]
+    );
+
+    let log = receiver.log.lock().unwrap().clone();
+    let bodies = |p: &str| -> Vec<serde_json::Value> {
+        log.iter()
+            .filter(|r| r.path == p)
+            .map(|r| serde_json::from_str(&r.body).unwrap())
+            .collect()
+    };
+    assert_eq!(bodies("other").len(), 0, "not their roll-up day");
+    let daily = bodies("daily");
+    assert_eq!(daily.len(), 1);
+    assert!(daily[0].get("week").is_none(), "a daily has no week");
+    let weekly = bodies("weekly");
+    assert_eq!(weekly.len(), 1, "only the roll-up");
+    let first = date - chrono::Days::new(6);
+    let week = weekly[0]["week"].as_str().unwrap();
+    if day == chrono::Weekday::Sun {
+        assert_eq!(week, kdigest::weekly::Week::of(date).to_string());
+    } else {
+        assert_eq!(week, format!("{first}/{date}"));
+    }
+    assert_eq!(weekly[0]["date"], date.to_string());
+    assert!(
+        weekly[0]["title"].as_str().unwrap().len() > 10,
+        "the roll-up has its own headline"
+    );
+    // The same story on both days is one event of the roll-up.
+    let event_ids: Vec<&str> = ["key_changes", "papers", "other_updates"]
+        .iter()
+        .flat_map(|s| weekly[0][s].as_array().unwrap())
+        .map(|e| e["id"].as_str().unwrap())
+        .collect();
+    let distinct: std::collections::BTreeSet<&str> = event_ids.iter().copied().collect();
+    assert_eq!(event_ids.len(), distinct.len(), "{event_ids:?}");
+    assert_eq!(distinct.len(), digest.events().count());
+    let both = bodies("both");
+    assert_eq!(both.len(), 2, "the daily and the roll-up");
+    assert!(
+        both[0].get("week").is_none() && both[1].get("week").is_some(),
+        "the daily first, then the roll-up"
+    );
+    let both_ids: std::collections::BTreeSet<&str> = log
+        .iter()
+        .filter(|r| r.path == "both")
+        .map(|r| r.delivery.as_str())
+        .collect();
+    assert_eq!(both_ids.len(), 2, "each edition has its own delivery id");
 }

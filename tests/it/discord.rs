@@ -562,8 +562,12 @@ async fn slash_commands_are_registered_per_guild_with_typed_options() {
             "digest",
             "why",
             "time",
+            "cadence",
         ]
     );
+    let cadence = &commands[10]["options"];
+    assert_eq!(cadence[0]["choices"].as_array().unwrap().len(), 3);
+    assert_eq!(cadence[1]["choices"].as_array().unwrap().len(), 7);
     let subscribe = &commands[1];
     let layer = &subscribe["options"][0];
     assert_eq!(layer["type"], 3);

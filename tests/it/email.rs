@@ -116,7 +116,8 @@ async fn newsletters_arrive_as_multipart_with_list_headers_and_one_click_unsubsc
         "List-Unsubscribe=One-Click"
     );
     assert_eq!(header(mail, "Reply-To").unwrap(), "editors@example.org");
-    let delivery = kdigest::deliver::delivery_id(digest.date, alice);
+    let delivery =
+        kdigest::deliver::delivery_id(digest.date, kdigest::subscriber::Edition::Daily, alice);
     assert_eq!(
         header(mail, "Message-ID").unwrap(),
         format!("<{delivery}@digest.example.org>")

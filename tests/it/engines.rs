@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use chrono::{Duration, SubsecRound, Utc};
 use kdigest::model::{Filter, Score};
 use kdigest::store::{PlannedDelivery, Settled, Store};
-use kdigest::subscriber::{Address, Channel, Status};
+use kdigest::subscriber::{Address, Channel, Edition, Status};
 
 use crate::pg;
 
@@ -42,6 +42,7 @@ on_both_engines!(claims_are_fenced_reaped_and_skip_paused_destinations);
 on_both_engines!(subscribers_sign_up_confirm_and_change);
 on_both_engines!(items_digests_and_source_state_round_trip);
 on_both_engines!(leases_budgets_updates_and_counters);
+on_both_engines!(a_date_s_daily_and_weekly_editions_are_two_deliveries);
 
 async fn add(store: &Store, address: &str) -> i64 {
     store
@@ -61,6 +62,42 @@ async fn add(store: &Store, address: &str) -> i64 {
         .unwrap()
 }
 
+/// A "both" reader's roll-up day: the daily and the weekly roll-up of one date are two
+/// outbox rows (the key is date, subscriber and edition), each planned once and claimed
+/// with its edition.
+async fn a_date_s_daily_and_weekly_editions_are_two_deliveries(store: Store) {
+    let a = add(&store, "webhook:https://a.example/hook").await;
+    let date = kdigest::demo::demo_date();
+    let plan: Vec<PlannedDelivery> = [Edition::Daily, Edition::Weekly]
+        .into_iter()
+        .map(|edition| PlannedDelivery {
+            id: kdigest::deliver::delivery_id(date, edition, a),
+            subscriber_id: a,
+            edition,
+            channel: Channel::Webhook,
+            destination: "a.example:443".into(),
+            due: None,
+        })
+        .collect();
+    assert_ne!(plan[0].id, plan[1].id);
+    let now = Utc::now();
+    assert_eq!(store.plan_deliveries(date, &plan, now).await.unwrap(), 2);
+    assert_eq!(store.plan_deliveries(date, &plan, now).await.unwrap(), 0);
+    let expires = now + chrono::Duration::seconds(60);
+    let claimed = store
+        .claim_due(Channel::Webhook, now, 10, "t1", expires)
+        .await
+        .unwrap();
+    let mut editions: Vec<(String, Edition)> =
+        claimed.iter().map(|c| (c.id.clone(), c.edition)).collect();
+    editions.sort();
+    let mut expected: Vec<(String, Edition)> =
+        plan.iter().map(|p| (p.id.clone(), p.edition)).collect();
+    expected.sort();
+    assert_eq!(editions, expected);
+    assert!(claimed.iter().all(|c| c.digest_date == date));
+}
+
 /// Claims are fenced, reaped, skip paused destinations and are due to the millisecond.
 async fn claims_are_fenced_reaped_and_skip_paused_destinations(store: Store) {
     let a = add(&store, "webhook:https://a.example/hook").await;
@@ -73,6 +110,7 @@ async fn claims_are_fenced_reaped_and_skip_paused_destinations(store: Store) {
         channel: Channel::Webhook,
         destination: dest.to_string(),
         due: None,
+        edition: Edition::Daily,
     });
     store.plan_deliveries(date, &plan, now).await.unwrap();
 
@@ -414,6 +452,7 @@ async fn concurrent_claims_on_postgres_take_each_row_once() {
             channel: Channel::Webhook,
             destination: format!("h{i}.example:443"),
             due: None,
+            edition: Edition::Daily,
         });
     }
     store
@@ -485,6 +524,7 @@ async fn a_sqlite_store_copies_into_postgres_and_a_full_target_is_refused() {
             channel,
             destination: format!("dest{id}"),
             due: None,
+            edition: Edition::Daily,
         })
         .collect();
     from.plan_deliveries(date, &plan, Utc::now()).await.unwrap();

@@ -366,6 +366,26 @@ async fn readers_sign_up_confirm_once_and_change_their_preferences() {
         .unwrap();
     assert_eq!(bad.status(), 400);
     assert!(bad.text().await.unwrap().contains("Mars&#x2f;Base"));
+    // The cadence: the weekly roll-up on Friday, shown chosen; a bad day is refused.
+    let weekly = prefs("cadence=weekly&cadence_day=fri", "192.0.2.23")
+        .await
+        .unwrap();
+    assert_eq!(weekly.status(), 200);
+    let page = weekly.text().await.unwrap();
+    assert!(
+        page.contains("<option value=\"weekly\" selected>")
+            && page.contains("<option value=\"fri\" selected>"),
+        "{page}"
+    );
+    assert_eq!(
+        store.subscriber(reader.id).await.unwrap().unwrap().cadence,
+        kdigest::subscriber::Cadence::Weekly(chrono::Weekday::Fri)
+    );
+    let bad = prefs("cadence=weekly&cadence_day=funday", "192.0.2.24")
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), 400);
+    assert!(bad.text().await.unwrap().contains("funday"));
     let cleared = prefs("at=&tz=Europe%2FBerlin", "192.0.2.22").await.unwrap();
     assert_eq!(cleared.status(), 200);
     assert_eq!(

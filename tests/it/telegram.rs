@@ -586,4 +586,30 @@ async fn a_chat_chooses_its_delivery_hour_with_time() {
         .unwrap()
         .unwrap();
     assert_eq!(s.deliver_at, None);
+
+    // The cadence: the weekly roll-up on Friday, in the chat's words; a bad day is named.
+    mock.updates.lock().unwrap().extend([
+        text_update_from(7, chat, 4, "/cadence weekly fri", "en"),
+        text_update_from(8, chat, 4, "/cadence weekly funday", "en"),
+        text_update_from(9, chat, 4, "/settings", "en"),
+    ]);
+    poll_until_settled(&config, &store, &mock).await;
+    let got = texts(&mock, chat);
+    let last = &got[got.len() - 3..];
+    assert_eq!(last[0], "Cadence: only the weekly roll-up, on Friday");
+    assert!(
+        last[1].contains("funday") && last[1].contains("/cadence daily"),
+        "{}",
+        last[1]
+    );
+    assert!(last[2].contains("Cadence: only the weekly roll-up, on Friday"));
+    let s = store
+        .subscriber_by_address(&Address::Telegram(chat))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        s.cadence,
+        kdigest::subscriber::Cadence::Weekly(chrono::Weekday::Fri)
+    );
 }

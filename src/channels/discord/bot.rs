@@ -46,6 +46,10 @@ pub fn command_definitions(layers: &[&str]) -> Value {
         }
         option
     };
+    let week_days: Vec<Value> = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
+        .iter()
+        .map(|d| json!({"name": d, "value": d}))
+        .collect();
     let score = |name: &str| json!({"type": 4, "name": name, "description": "0-100", "min_value": 0, "max_value": 100});
     let command = |name: &str, key: &str, options: Vec<Value>| {
         json!({
@@ -98,6 +102,14 @@ pub fn command_definitions(layers: &[&str]) -> Value {
                 json!({"type": 3, "name": "zone", "description": "IANA time zone, e.g. Europe/Berlin"})
             ]
         ),
+        command(
+            "cadence",
+            "cmd_cadence",
+            vec![
+                json!({"type": 3, "name": "cadence", "description": "daily, weekly or both", "choices": [{"name": "daily", "value": "daily"}, {"name": "weekly", "value": "weekly"}, {"name": "both", "value": "both"}]}),
+                json!({"type": 3, "name": "day", "description": "The weekly roll-up's day (default: Monday)", "choices": week_days})
+            ]
+        ),
     ])
 }
 
@@ -115,6 +127,8 @@ pub fn command_text(interaction: &Value) -> Option<String> {
         &["n", "date"]
     } else if name == "time" {
         &["at", "zone"]
+    } else if name == "cadence" {
+        &["cadence", "day"]
     } else {
         &["date", "layer", "min_score", "value", "language", "n"]
     };
