@@ -34,6 +34,7 @@ fn filters() -> Vec<Filter> {
                 BTreeSet::from([layers[i % 6].to_string()])
             },
             min_score: Score::from_f64(60.0 + (i / 4) as f64 * 5.0),
+            boost: None,
         })
         .collect()
 }

@@ -121,7 +121,12 @@ async fn run() {
     store.add_subscribers(&rows, Utc::now()).await.unwrap();
     let renderer = kdigest::render::Renderer::new("en", None).unwrap();
     let sample = renderer
-        .email(&digest, "https://x/u", "https://x/p")
+        .email(
+            &digest,
+            "https://x/u",
+            "https://x/p",
+            Some("https://x/vote/T/"),
+        )
         .unwrap();
     let size = sample.html.len() + sample.text.len();
 

@@ -101,7 +101,7 @@ fn main() {
         // The lowest threshold whose zh-CN digest is three Telegram messages.
         let cache = kdigest::deliver::RenderCache::new(None);
         let filter = (0..100)
-            .map(|t| Filter { layers: Default::default(), min_score: Score::from_f64(f64::from(t)) })
+            .map(|t| Filter { layers: Default::default(), min_score: Score::from_f64(f64::from(t)), boost: None })
             .find(|f| cache.messages(&digest, f, "zh-CN", kdigest::subscriber::Channel::Telegram).unwrap().len() == 3)
             .expect("some threshold gives three messages");
         let addresses: Vec<Address> = (1..=1000).map(Address::Telegram).collect();

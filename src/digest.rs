@@ -351,7 +351,8 @@ fn source_links(event: &Event) -> Vec<SourceLink> {
 pub fn filter(digest: &Digest, f: &Filter, locale: &Locale) -> Digest {
     let key_changes = digest.key_changes.len().max(1);
     let mut events: Vec<DigestEvent> = digest.events().filter(|e| f.accepts(e)).cloned().collect();
-    events.sort_by(|a, b| b.score.cmp(&a.score).then_with(|| a.id.cmp(&b.id)));
+    // A boosted reader's liked layers rank higher (and so lead as key changes).
+    events.sort_by(|a, b| f.rank(b).cmp(&f.rank(a)).then_with(|| a.id.cmp(&b.id)));
     let kept: std::collections::BTreeSet<&str> = events.iter().map(|e| e.id.as_str()).collect();
     // Everything but the events, which are cloned once above; `section` fills the
     // sections, title and overview.

@@ -2,7 +2,8 @@
 //!
 //! Modules in reading order. The pure core (no I/O, no clock) is `text`, `parse`,
 //! `cluster`, `classify`, `score`, `digest`, `summarize::extractive`, `locale`, `render`,
-//! `schedule`, `tokens`, `archive`, `followup`, `weekly` and the command parser in `bot`.
+//! `schedule`, `tokens`, `archive`, `followup`, `weekly`, `feedback` and the command parser
+//! in `bot`.
 //! The edges do I/O: `fetch` (HTTP and files), `store` (SQLite or Postgres),
 //! `summarize::llm` (chat-completions API), `pipeline` (runs one digest), `deliver` (the
 //! outbox engine), `channels` (one folder per channel: address, render, sender, bot; one
@@ -26,6 +27,7 @@ pub mod deliver;
 pub mod demo;
 pub mod digest;
 pub mod eval;
+pub mod feedback;
 pub mod fetch;
 pub mod followup;
 pub mod locale;

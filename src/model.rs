@@ -183,6 +183,12 @@ pub struct SourceLink {
     pub url: String,
 }
 
+/// Event ids are hex digits (ten from `cluster`); anything else in a URL, button or link is
+/// refused before it reaches the store.
+pub fn is_event_id(s: &str) -> bool {
+    (1..=64).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
 /// An event as the digest shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DigestEvent {
@@ -441,12 +447,49 @@ pub struct Filter {
     /// Empty means every layer.
     pub layers: BTreeSet<String>,
     pub min_score: Score,
+    /// The reader's layer boost (crate::feedback): None when off; else the layers their
+    /// votes say they consistently like, whose events pass with
+    /// [`crate::feedback::BOOST_POINTS`] less.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boost: Option<BTreeSet<String>>,
 }
 
 impl Filter {
     pub fn accepts(&self, event: &DigestEvent) -> bool {
-        event.score >= self.min_score
+        self.threshold_for(event) <= event.score
             && (self.layers.is_empty() || event.layers.iter().any(|l| self.layers.contains(l)))
+    }
+
+    /// The event has a layer the reader's boost holds.
+    pub fn boosts(&self, event: &DigestEvent) -> bool {
+        self.boost
+            .as_ref()
+            .is_some_and(|b| event.layers.iter().any(|l| b.contains(l)))
+    }
+
+    /// Where the event ranks for this reader: its score, plus the boost's points when it
+    /// has a layer they like (the score shown stays the event's own).
+    pub fn rank(&self, event: &DigestEvent) -> u16 {
+        let points = if self.boosts(event) {
+            crate::feedback::BOOST_POINTS * 10
+        } else {
+            0
+        };
+        event.score.tenths() + points
+    }
+
+    /// The score `event` must reach: the reader's threshold, less the boost when the event
+    /// has a layer they like.
+    pub fn threshold_for(&self, event: &DigestEvent) -> Score {
+        if self.boosts(event) {
+            Score::from_tenths(
+                self.min_score
+                    .tenths()
+                    .saturating_sub(crate::feedback::BOOST_POINTS * 10),
+            )
+        } else {
+            self.min_score
+        }
     }
 }
 

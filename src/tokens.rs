@@ -38,6 +38,8 @@ pub enum Purpose {
     /// A team-chat sign-up waiting for the code its robot received: carried by the code
     /// form, never a link (it confirms nothing without the code). Expires like Confirm.
     ChatConfirm,
+    /// An email reader's 👍/👎 links: `/vote/<token>/<event>/<up|down>`. Does not expire.
+    Vote,
 }
 
 /// How long a confirmation link works.
@@ -51,6 +53,7 @@ impl Purpose {
             Purpose::Unsubscribe => "unsubscribe",
             Purpose::Preferences => "preferences",
             Purpose::ChatConfirm => "chat-confirm",
+            Purpose::Vote => "vote",
         }
     }
 }
@@ -69,7 +72,7 @@ pub fn sign(secret: &Secret, purpose: Purpose, id: i64, expires: i64) -> String 
 pub fn link(base: &url::Url, secret: &Secret, purpose: Purpose, id: i64, now_unix: i64) -> String {
     let expires = match purpose {
         Purpose::Confirm | Purpose::ChatConfirm => now_unix + CONFIRM_TTL_SECS,
-        Purpose::Unsubscribe | Purpose::Preferences => 0,
+        Purpose::Unsubscribe | Purpose::Preferences | Purpose::Vote => 0,
     };
     let token = sign(secret, purpose, id, expires);
     base.join(&format!("{}/{token}", purpose.as_str()))

@@ -182,7 +182,11 @@ pub async fn handle(command: Command, ctx: &Ctx<'_>) -> anyhow::Result<Reply> {
                 }
                 None => {
                     let min_score = min_score.unwrap_or(ctx.config.digest.min_score);
-                    let filter = Filter { layers, min_score };
+                    let filter = Filter {
+                        layers,
+                        min_score,
+                        boost: None,
+                    };
                     ctx.store
                         .add_subscriber(
                             &ctx.address,
@@ -286,6 +290,23 @@ pub async fn handle(command: Command, ctx: &Ctx<'_>) -> anyhow::Result<Reply> {
             }
             text(t.fill("bot_cadence", &[("cadence", &cadence_text(s.cadence, &t))]))
         }
+        Command::Boost(new) => {
+            let Some(mut s) = subscriber else {
+                return text(t.get("bot_not_subscribed").to_string());
+            };
+            if let Some(on) = new {
+                if !ctx.can_manage {
+                    return Ok(manage_denied());
+                }
+                s.filter.boost = if on {
+                    Some(ctx.store.liked_layers(s.id).await?)
+                } else {
+                    None
+                };
+                ctx.store.update_subscriber(&s, ctx.now).await?;
+            }
+            text(t.fill("bot_boost", &[("boost", &boost_text(&s.filter, &t))]))
+        }
         Command::Settings | Command::Lang(None) => match subscriber {
             Some(s) => text(settings(&s, &t)),
             None => text(t.get("bot_not_subscribed").to_string()),
@@ -339,6 +360,8 @@ pub async fn handle(command: Command, ctx: &Ctx<'_>) -> anyhow::Result<Reply> {
                     c.name, c.value, c.weight, c.points, c.reason
                 ));
             }
+            let tally = ctx.store.tally(&e.id).await?;
+            out.push_str(&format!("\n{} {tally}", t.get("vote_readers")));
             text(out)
         }
         Command::Status => {
@@ -381,9 +404,63 @@ pub async fn handle(command: Command, ctx: &Ctx<'_>) -> anyhow::Result<Reply> {
     }
 }
 
+/// A 👍/👎 button pressed in a chat: records `reader`'s vote (one per event and reader, a
+/// new one replaces it) through the chat's subscription, if it has one, and answers with
+/// the event's votes so far.
+pub async fn vote(
+    ctx: &Ctx<'_>,
+    reader: &str,
+    vote: crate::feedback::Vote,
+    event_id: &str,
+) -> anyhow::Result<String> {
+    let subscriber = ctx.subscriber().await?;
+    let language = language_of(
+        subscriber.as_ref(),
+        ctx.client_language.as_deref(),
+        ctx.config,
+    );
+    let t = Locale::load(&language, ctx.config.digest.templates_dir.as_deref())?;
+    let recorded = ctx
+        .store
+        .record_vote(event_id, reader, subscriber.map(|s| s.id), vote, ctx.now)
+        .await?;
+    Ok(match recorded {
+        Some(tally) => t.fill(
+            "vote_recorded",
+            &[("vote", vote.emoji()), ("tally", &tally.to_string())],
+        ),
+        None => t.get("vote_unknown").to_string(),
+    })
+}
+
 /// "09:30 Europe/Berlin", or "as soon as the digest is ready".
 fn time_text(at: Option<crate::subscriber::LocalTime>, t: &Locale) -> String {
     at.map_or_else(|| t.get("bot_time_now").to_string(), |a| a.to_string())
+}
+
+/// "off", "on: kernel_codegen (+10 points)", in the reader's words.
+pub fn boost_text(f: &crate::model::Filter, t: &Locale) -> String {
+    use crate::feedback::{BOOST_MIN_APPROVAL, BOOST_MIN_VOTES, BOOST_POINTS};
+    match &f.boost {
+        None => t.get("boost_off").to_string(),
+        Some(layers) if layers.is_empty() => t.fill(
+            "boost_on_none",
+            &[
+                ("votes", &BOOST_MIN_VOTES.to_string()),
+                ("share", &format!("{:.0}", BOOST_MIN_APPROVAL * 100.0)),
+            ],
+        ),
+        Some(layers) => t.fill(
+            "boost_on",
+            &[
+                (
+                    "layers",
+                    &layers.iter().cloned().collect::<Vec<_>>().join(", "),
+                ),
+                ("points", &BOOST_POINTS.to_string()),
+            ],
+        ),
+    }
 }
 
 /// "daily", "the weekly roll-up on Friday", in the reader's words.
@@ -414,6 +491,7 @@ fn settings(s: &Subscriber, t: &Locale) -> String {
             ("status", &status),
             ("time", &time_text(s.deliver_at, t)),
             ("cadence", &cadence_text(s.cadence, t)),
+            ("boost", &boost_text(&s.filter, t)),
         ],
     )
 }
@@ -479,11 +557,13 @@ async fn digest_reply(
         (false, s) => Filter {
             layers,
             min_score: s.map_or(ctx.config.digest.min_score, |s| s.filter.min_score),
+            boost: s.and_then(|s| s.filter.boost.clone()),
         },
         (true, Some(s)) => s.filter.clone(),
         (true, None) => Filter {
             layers: BTreeSet::new(),
             min_score: ctx.config.digest.min_score,
+            boost: None,
         },
     };
     let filtered: Digest = digest::filter(&d.in_language(language), &filter, t);

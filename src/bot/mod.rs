@@ -42,6 +42,8 @@ pub enum Command {
     Time(TimeArg),
     /// `/cadence`: show; `/cadence daily | weekly [day] | both [day]`: set.
     Cadence(Option<crate::subscriber::Cadence>),
+    /// `/boost`: show; `/boost on|off`: the layer boost from the chat's votes.
+    Boost(Option<bool>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -124,6 +126,7 @@ pub const MENU: &[(&str, &str)] = &[
     ("why", "cmd_why"),
     ("time", "cmd_time"),
     ("cadence", "cmd_cadence"),
+    ("boost", "cmd_boost"),
 ];
 
 /// Parses `/command args` (`/command@botname` in groups). `Ok(None)` for text that is not a
@@ -279,6 +282,15 @@ pub fn parse(
                     crate::subscriber::Cadence::parse(&c)
                         .map_err(|_| bad("bot_bad_cadence", &c, USAGE))?,
                 )),
+            }
+        }
+        "boost" => {
+            const USAGE: &str = "/boost on|off";
+            match args.first().map(|a| a.to_ascii_lowercase()) {
+                None => Command::Boost(None),
+                Some(a) if a == "on" => Command::Boost(Some(true)),
+                Some(a) if a == "off" => Command::Boost(Some(false)),
+                Some(a) => return Err(bad("bot_bad_boost", &a, USAGE)),
             }
         }
         "status" => Command::Status,

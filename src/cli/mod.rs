@@ -62,6 +62,12 @@ pub enum Command {
         #[arg(long, default_value = "latest")]
         date: String,
     },
+    /// Which sources and layers readers value: their 👍/👎 votes, by source and by layer
+    Feedback {
+        /// The votes of the last N days
+        #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..=3650))]
+        days: u32,
+    },
     /// Validate the configuration and report every problem at once
     CheckConfig,
     /// Run the scheduler and delivery workers (with /healthz and /metrics) until SIGINT/SIGTERM
@@ -340,6 +346,17 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             let date = resolve_date(&date, &config).await?;
             explain(&config, &store, date, &event).await
         }
+        Command::Feedback { days } => {
+            let config = config.expect("loaded above");
+            let store = Store::connect(&config.storage).await?;
+            let since = Utc::now() - chrono::Duration::days(i64::from(days));
+            let voted = store.voted_events(since).await?;
+            print!(
+                "{}",
+                crate::feedback::report_text(&crate::feedback::report(&voted), days)
+            );
+            Ok(())
+        }
         Command::Eval { dir } => {
             let mut reports = Vec::new();
             for day in crate::eval::load_days(&dir)? {
@@ -496,6 +513,7 @@ async fn explain(
             &e.layers,
             &e.score_breakdown,
         );
+        println!("Readers: {}", store.tally(&e.id).await?);
         return Ok(());
     }
     // Not in the digest: recompute from stored items, which also explains low scores.

@@ -62,6 +62,10 @@ pub struct FilterArgs {
     /// zh-CN or en [add default: digest.language]
     #[arg(long)]
     lang: Option<String>,
+    /// Boost the layers this subscriber's votes consistently like (true or false): their
+    /// events pass the threshold with 10 points less and rank higher [add default: false]
+    #[arg(long)]
+    boost: Option<bool>,
 }
 
 /// When the reader hears from us: their own delivery time and their cadence.
@@ -183,12 +187,15 @@ pub async fn run(
         } => {
             let deliver_at = time.apply(config, None)?;
             let cadence = time.cadence(Cadence::Daily)?;
+            // A new subscriber has no votes yet: the boost starts with no layer.
+            let boost = options.boost.unwrap_or(false).then(BTreeSet::new);
             let address =
                 Address::parse(&address).map_err(|e| UsageError(format!("ADDRESS: {e}")))?;
             let address = robot.apply(address)?;
             let mut filter = Filter {
                 layers: BTreeSet::new(),
                 min_score: config.digest.min_score,
+                boost: None,
             };
             let mut language = config.digest.language.clone();
             options.apply(config, &mut filter, &mut language)?;
@@ -204,11 +211,12 @@ pub async fn run(
                 .await?
             {
                 Some(id) => {
-                    if (deliver_at.is_some() || cadence != Cadence::Daily)
+                    if (deliver_at.is_some() || cadence != Cadence::Daily || boost.is_some())
                         && let Some(mut s) = store.subscriber(id).await?
                     {
                         s.deliver_at = deliver_at;
                         s.cadence = cadence;
+                        s.filter.boost = boost;
                         store.update_subscriber(&s, Utc::now()).await?;
                     }
                     let at = deliver_at.map_or(String::new(), |t| format!(", delivered at {t}"));
@@ -246,6 +254,11 @@ pub async fn run(
             s.deliver_at = time.apply(config, s.deliver_at)?;
             s.cadence = time.cadence(s.cadence)?;
             options.apply(config, &mut s.filter, &mut s.language)?;
+            match options.boost {
+                Some(true) => s.filter.boost = Some(store.liked_layers(s.id).await?),
+                Some(false) => s.filter.boost = None,
+                None => {}
+            }
             s.address = robot.apply(s.address)?;
             if let Some(n) = notify_empty {
                 s.notify_empty = n;
@@ -302,9 +315,18 @@ pub fn describe(s: &Subscriber) -> String {
         Cadence::Daily => String::new(),
         c => format!(", {c}"),
     };
+    let boost = match &s.filter.boost {
+        None => String::new(),
+        Some(b) if b.is_empty() => ", boost on (no liked layer yet)".to_string(),
+        Some(b) => format!(
+            ", boost +{} for {}",
+            crate::feedback::BOOST_POINTS,
+            b.iter().cloned().collect::<Vec<_>>().join(",")
+        ),
+    };
     format!(
-        "#{} {} [{}] min score {} lang {}{}{}{} — {}",
-        s.id, s.address, layers, s.filter.min_score, s.language, at, cadence, empty, status
+        "#{} {} [{}] min score {} lang {}{}{}{}{} — {}",
+        s.id, s.address, layers, s.filter.min_score, s.language, at, cadence, boost, empty, status
     )
 }
 

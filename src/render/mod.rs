@@ -199,6 +199,8 @@ pub struct SettingsForm {
     /// The threshold as shown: "60" or "72.5".
     pub min_score: String,
     pub languages: Vec<Choice>,
+    /// The preferences page's layer boost: on or off, and what it does now.
+    pub boost: Option<(bool, String)>,
 }
 
 #[derive(Debug, Default, Serialize)]
@@ -259,6 +261,8 @@ pub struct ArchivePage<'a> {
     pub newer: Option<String>,
     pub older: Option<String>,
     pub feed_url: Option<String>,
+    /// The permalink's votes ("👍 3 · 👎 1"), when it has any.
+    pub tally: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -439,6 +443,7 @@ impl Renderer {
             t => Value::from_serialize(&self.locale),
             lang => &self.language,
             title => page.title,
+            tally => page.tally,
             lead => page.lead,
             search => page.query.is_some(),
             query => page.query,
@@ -460,20 +465,24 @@ impl Renderer {
         digest: &Digest,
         unsubscribe_url: &str,
         preferences_url: &str,
+        vote_url: Option<&str>,
     ) -> anyhow::Result<Email> {
         self.for_digest(digest)
-            .email_as_is(digest, unsubscribe_url, preferences_url)
+            .email_as_is(digest, unsubscribe_url, preferences_url, vote_url)
     }
 
+    /// `vote_url`: where each event's 👍/👎 links go, `<vote_url><event id>/up`.
     fn email_as_is(
         &self,
         digest: &Digest,
         unsubscribe_url: &str,
         preferences_url: &str,
+        vote_url: Option<&str>,
     ) -> anyhow::Result<Email> {
         let ctx = context! {
             unsubscribe_url => unsubscribe_url,
             preferences_url => preferences_url,
+            vote_url => vote_url,
             ..self.context(digest)
         };
         let render = |name: &str| {

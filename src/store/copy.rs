@@ -26,6 +26,7 @@ const TABLES: &[&str] = &[
     "llm_cache",
     "subscribers",
     "deliveries",
+    "votes",
     "destinations",
 ];
 
@@ -87,8 +88,9 @@ pub async fn copy_store(
     copy_table!(from, to, "items", (source: String, item_key: String, published_ts: i64, first_seen_at: DateTime<Utc>, data: String));
     copy_table!(from, to, "digests", (digest_date: NaiveDate, generated_at: DateTime<Utc>, generation_mode: String, window_start: DateTime<Utc>, window_end: DateTime<Utc>, data: String, reads: i64));
     copy_table!(from, to, "llm_cache", (model: String, prompt_hash: String, reply: String, created_at: DateTime<Utc>));
-    copy_table!(from, to, "subscribers", (id: i64, address: String, channel: String, layers: String, min_score: i64, language: String, status: String, status_reason: Option<String>, notify_empty: bool, created_at: DateTime<Utc>, updated_at: DateTime<Utc>, options: Option<String>, deliver_at: Option<String>, cadence: String));
+    copy_table!(from, to, "subscribers", (id: i64, address: String, channel: String, layers: String, min_score: i64, language: String, status: String, status_reason: Option<String>, notify_empty: bool, created_at: DateTime<Utc>, updated_at: DateTime<Utc>, options: Option<String>, deliver_at: Option<String>, cadence: String, boost_layers: Option<String>));
     copy_table!(from, to, "deliveries", (id: String, digest_date: NaiveDate, subscriber_id: i64, channel: String, status: String, attempts: i64, parts_sent: i64, next_attempt_at: i64, last_error: Option<String>, created_at: DateTime<Utc>, sent_at: Option<DateTime<Utc>>, destination: String, claim_token: Option<String>, claim_expires_at: Option<i64>, edition: String));
+    copy_table!(from, to, "votes", (event_id: String, reader: String, subscriber_id: Option<i64>, vote: i64, voted_at: DateTime<Utc>));
     copy_table!(from, to, "destinations", (channel: String, key: String, paused_until: i64, reason: String));
     to.after_copy().await?;
 

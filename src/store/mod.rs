@@ -34,6 +34,7 @@ macro_rules! on_db {
 mod archive;
 mod cluster;
 mod copy;
+mod feedback;
 mod lease;
 mod outbox;
 mod subscribers;

@@ -7,7 +7,7 @@ use super::Store;
 use crate::model::{Filter, Score};
 use crate::subscriber::{Address, Status, Subscriber};
 
-const COLUMNS: &str = "id, address, layers, min_score, language, status, status_reason, notify_empty, created_at, updated_at, options, deliver_at, cadence";
+const COLUMNS: &str = "id, address, layers, min_score, language, status, status_reason, notify_empty, created_at, updated_at, options, deliver_at, cadence, boost_layers";
 
 const INSERT: &str = "INSERT INTO subscribers (address, channel, layers, min_score, language, status, status_reason, notify_empty, created_at, updated_at, options)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9, $10)
@@ -164,8 +164,14 @@ impl Store {
         now: DateTime<Utc>,
     ) -> anyhow::Result<()> {
         let sql = "UPDATE subscribers SET layers = $1, min_score = $2, language = $3, notify_empty = $4, updated_at = $5,
-             options = $6, deliver_at = $8, cadence = $9 WHERE id = $7";
+             options = $6, deliver_at = $8, cadence = $9, boost_layers = $10 WHERE id = $7";
         let layers = layers_column(&s.filter)?;
+        let boost = s
+            .filter
+            .boost
+            .as_ref()
+            .map(serde_json::to_string)
+            .transpose()?;
         on_db!(&self.db, pool => {
             sqlx::query(sql)
                 .bind(&layers)
@@ -177,6 +183,7 @@ impl Store {
                 .bind(s.id)
                 .bind(s.deliver_at.map(|t| t.to_string()))
                 .bind(s.cadence.to_string())
+                .bind(&boost)
                 .execute(pool)
                 .await?;
         });
@@ -365,6 +372,7 @@ where
     let options: Option<String> = row.try_get(10)?;
     let deliver_at: Option<String> = row.try_get(11)?;
     let cadence: String = row.try_get(12)?;
+    let boost: Option<String> = row.try_get(13)?;
     let min_score: i64 = row.try_get(3)?;
     let layers: String = row.try_get(2)?;
     let status: String = row.try_get(5)?;
@@ -376,6 +384,7 @@ where
         filter: Filter {
             layers: serde_json::from_str(&layers)?,
             min_score: Score::from_tenths(u16::try_from(min_score.clamp(0, 1000)).unwrap_or(0)),
+            boost: boost.as_deref().map(serde_json::from_str).transpose()?,
         },
         language: row.try_get(4)?,
         status: Status::from_parts(&status, status_reason),

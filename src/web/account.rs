@@ -88,6 +88,7 @@ impl Account {
             default_filter: Filter {
                 layers: BTreeSet::new(),
                 min_score: config.digest.min_score,
+                boost: None,
             },
             public_url: config.email.public_url.clone(),
             per_ip_per_hour: i64::from(signup.per_ip_per_hour.max(1)),
@@ -136,7 +137,7 @@ impl Account {
     }
 
     /// The subscriber id a token names, if it is valid for `purpose` now.
-    fn verify(&self, purpose: Purpose, token: &str) -> Option<i64> {
+    pub(super) fn verify(&self, purpose: Purpose, token: &str) -> Option<i64> {
         verify(&self.secret, purpose, token, Utc::now().timestamp())
     }
 
@@ -290,6 +291,7 @@ impl Account {
                     href: String::new(),
                 })
                 .collect(),
+            boost: None,
         }
     }
 
@@ -372,7 +374,13 @@ impl Account {
                     cadence: Some(cadence_form(subscriber.cadence, t)),
                     button: t.get("preferences_button").to_string(),
                     email: None,
-                    settings: Some(self.settings_form(&subscriber.filter, language)),
+                    settings: Some(SettingsForm {
+                        boost: Some((
+                            subscriber.filter.boost.is_some(),
+                            crate::bot::handlers::boost_text(&subscriber.filter, t),
+                        )),
+                        ..self.settings_form(&subscriber.filter, language)
+                    }),
                     ..AccountForm::default()
                 }),
                 ..AccountPage::default()
@@ -444,6 +452,8 @@ pub(super) struct Fields {
     /// The preferences form's cadence kind and roll-up day.
     pub(super) cadence: Option<String>,
     pub(super) cadence_day: Option<String>,
+    /// The preferences form has the boost checkbox (`boost_field`), and it is ticked.
+    pub(super) boost: Option<bool>,
 }
 
 /// The forms post `application/x-www-form-urlencoded`; anything else (text/plain from a
@@ -482,6 +492,8 @@ pub(super) fn parse_fields(body: &[u8]) -> Fields {
             "tz" => fields.tz = Some(value.trim().to_string()),
             "cadence" => fields.cadence = Some(value.trim().to_string()),
             "cadence_day" => fields.cadence_day = Some(value.trim().to_string()),
+            "boost_field" => fields.boost = Some(fields.boost.unwrap_or(false)),
+            "boost" => fields.boost = Some(value == "on"),
             _ => {}
         }
     }
@@ -566,7 +578,14 @@ pub(super) fn parse_settings(
         Some(l) if LANGUAGES.contains(&l) => Some(l.to_string()),
         Some(l) => return Err(("signup_bad_language", l.to_string())),
     };
-    Ok((Filter { layers, min_score }, language))
+    Ok((
+        Filter {
+            layers,
+            min_score,
+            boost: None,
+        },
+        language,
+    ))
 }
 
 #[derive(Deserialize)]
@@ -872,9 +891,21 @@ pub async fn preferences(
     };
     match parse_settings(&fields, &a.layers, &subscriber.filter) {
         Ok((filter, language)) => {
-            subscriber.filter = filter;
+            // The form sets layers and threshold; the boost follows its checkbox below.
+            subscriber.filter = Filter {
+                boost: subscriber.filter.boost.take(),
+                ..filter
+            };
             subscriber.deliver_at = deliver_at;
             subscriber.cadence = cadence;
+            match (fields.boost, subscriber.filter.boost.is_some()) {
+                (Some(true), false) => match a.store.liked_layers(subscriber.id).await {
+                    Ok(liked) => subscriber.filter.boost = Some(liked),
+                    Err(error) => return failure(error),
+                },
+                (Some(false), true) => subscriber.filter.boost = None,
+                _ => {}
+            }
             if let Some(language) = language {
                 subscriber.language = language;
             }

@@ -11,6 +11,7 @@ use axum::response::Response;
 use serde::Deserialize;
 
 use crate::archive::{ArchivedEvent, terms};
+use crate::model::is_event_id;
 use crate::render::ArchivePage;
 use crate::web::blog::{AtomEntry, Blog, atom, atom_response, failure, not_found};
 use crate::web::html;
@@ -99,10 +100,6 @@ pub async fn search(State(blog): State<Arc<Blog>>, Query(q): Query<SearchQuery>)
 }
 
 /// Event ids are ten hex digits; anything else is not one.
-fn is_event_id(id: &str) -> bool {
-    (1..=64).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_alphanumeric())
-}
-
 pub async fn event_page(State(blog): State<Arc<Blog>>, Path(id): Path<String>) -> Response {
     if !is_event_id(&id) {
         return not_found(&blog);
@@ -112,10 +109,12 @@ pub async fn event_page(State(blog): State<Arc<Blog>>, Path(id): Path<String>) -
         let Some(latest) = seen.first() else {
             return Ok(None);
         };
+        let tally = blog.store.tally(&id).await?;
         blog.renderer
             .archive(&ArchivePage {
                 title: latest.event.title.clone(),
                 event: Some((&latest.event, &seen)),
+                tally: (tally.total() > 0).then(|| tally.to_string()),
                 ..Default::default()
             })
             .map(Some)

@@ -159,7 +159,11 @@ pub async fn digest_page(
             .min_score
             .and_then(Score::parse_threshold)
             .unwrap_or_default();
-        Filter { layers, min_score }
+        Filter {
+            layers,
+            min_score,
+            boost: None,
+        }
     });
     let key = view.as_ref().map_or_else(String::new, |f| {
         let layers: Vec<&str> = f.layers.iter().map(String::as_str).collect();

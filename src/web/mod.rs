@@ -23,6 +23,7 @@ use crate::metrics::Metrics;
 pub mod account;
 pub mod archive;
 pub mod blog;
+pub mod feedback;
 pub mod pages;
 pub mod team;
 
@@ -97,8 +98,9 @@ pub fn router(metrics: Arc<Metrics>, services: Services) -> Router {
             )
             .route(
                 "/layer/{name}/feed.xml",
-                get(archive::layer_feed).with_state(b),
-            );
+                get(archive::layer_feed).with_state(b.clone()),
+            )
+            .route("/vote", post(feedback::vote_button).with_state(b));
     }
     if let Some(a) = account {
         use account::*;
@@ -131,7 +133,13 @@ pub fn router(metrics: Arc<Metrics>, services: Services) -> Router {
             )
             .route(
                 "/subscribe/team/confirm",
-                post(team::team_confirm).with_state(a),
+                post(team::team_confirm).with_state(a.clone()),
+            )
+            .route(
+                "/vote/{token}/{event}/{vote}",
+                get(feedback::email_vote_form)
+                    .post(feedback::email_vote_post)
+                    .with_state(a),
             );
     }
     if let Some(bot) = telegram {

@@ -51,6 +51,7 @@ async fn add(store: &Store, address: &str) -> i64 {
             &Filter {
                 layers: Default::default(),
                 min_score: Score::from_f64(0.0),
+                boost: None,
             },
             "en",
             &Status::Active,
@@ -203,6 +204,7 @@ async fn subscribers_sign_up_confirm_and_change(store: Store) {
     let filter = Filter {
         layers: ["kernel_codegen".to_string()].into_iter().collect(),
         min_score: Score::from_f64(55.5),
+        boost: None,
     };
     let now = Utc::now();
     let stale = now - Duration::days(2);

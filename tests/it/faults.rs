@@ -199,7 +199,8 @@ async fn a_megabyte_title_becomes_a_bounded_item_and_valid_telegram_messages() {
             .unwrap();
         assert!(messages.len() <= 6, "{} messages", messages.len());
         for m in messages.iter() {
-            let problems = crate::helpers::telegram_html_problems(m);
+            let m: kdigest::channels::telegram::render::Message = serde_json::from_str(m).unwrap();
+            let problems = crate::helpers::telegram_html_problems(&m.html);
             assert!(problems.is_empty(), "{problems:?}");
         }
     }

@@ -173,6 +173,7 @@ async fn filtering_keeps_matching_events_and_rebuilds_the_sections() {
     let f = Filter {
         layers: BTreeSet::from(["runtime".to_string()]),
         min_score: Score::from_f64(70.0),
+        boost: None,
     };
     let filtered = digest::filter(&d, &f, &locale);
     assert!(!filtered.is_empty());
@@ -195,6 +196,7 @@ async fn filtering_keeps_matching_events_and_rebuilds_the_sections() {
     let nothing = Filter {
         layers: BTreeSet::new(),
         min_score: Score::MAX,
+        boost: None,
     };
     assert!(digest::filter(&d, &nothing, &locale).is_empty());
 }

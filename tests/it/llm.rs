@@ -165,6 +165,7 @@ async fn bad_replies_fall_back_per_event_and_good_ones_are_cached() {
         &kdigest::model::Filter {
             layers: ["runtime".to_string()].into(),
             min_score: kdigest::model::Score::from_f64(0.0),
+            boost: None,
         },
         &kdigest::locale::Locale::builtin("zh-CN"),
     );

@@ -31,6 +31,7 @@ async fn add(store: &Store, address: &str, language: &str) -> i64 {
             &Filter {
                 layers: Default::default(),
                 min_score: Score::from_f64(0.0),
+                boost: None,
             },
             language,
             &Status::Active,

@@ -26,9 +26,21 @@ async fn fixture_renders(language: &str) -> (Digest, Vec<String>, Vec<String>, S
     let r = Renderer::new(language, None).unwrap();
     let md = r.render(&d, Format::Md).unwrap().join("");
     let json = r.render(&d, Format::Json).unwrap().join("");
-    let telegram = r
+    // The payloads sent are JSON: each message's HTML (what the reader sees, compared
+    // with the snapshots) and the events whose vote buttons go under it.
+    let payloads = r
         .render(&d, Format::Channel(kdigest::channels::Channel::Telegram))
         .unwrap();
+    let telegram = kdigest::channels::telegram::render::messages(&r, &d).unwrap();
+    let mut voted = Vec::new();
+    for (payload, html) in payloads.iter().zip(&telegram) {
+        let m: kdigest::channels::telegram::render::Message =
+            serde_json::from_str(payload).unwrap();
+        assert_eq!(&m.html, html);
+        voted.extend(m.votes);
+    }
+    let events: Vec<(usize, String)> = d.events().map(|e| (e.n, e.id.clone())).collect();
+    assert_eq!(voted, events, "every event has its buttons once, in order");
     let html = r.render(&d, Format::Html).unwrap().join("");
     (d, vec![md, json], telegram, html)
 }

@@ -112,6 +112,7 @@ async fn subscribe(
     let filter = Filter {
         layers: layers.iter().map(|s| s.to_string()).collect(),
         min_score: Score::from_f64(0.0),
+        boost: None,
     };
     store
         .add_subscriber(

@@ -110,6 +110,13 @@ pub fn command_definitions(layers: &[&str]) -> Value {
                 json!({"type": 3, "name": "day", "description": "The weekly roll-up's day (default: Monday)", "choices": week_days})
             ]
         ),
+        command(
+            "boost",
+            "cmd_boost",
+            vec![
+                json!({"type": 3, "name": "value", "description": "on or off", "choices": [{"name": "on", "value": "on"}, {"name": "off", "value": "off"}]})
+            ]
+        ),
     ])
 }
 
@@ -231,6 +238,9 @@ impl DiscordBot {
         if interaction["type"] == 1 {
             return Ok(json!({"type": 1}));
         }
+        if interaction["type"] == 3 {
+            return self.vote(interaction).await;
+        }
         let Some(text) = command_text(interaction) else {
             return Ok(ephemeral("This interaction is not supported"));
         };
@@ -288,6 +298,43 @@ impl DiscordBot {
                 json!({"type": 4, "data": first})
             }
         })
+    }
+
+    /// A 👍/👎 button under a digest (a message component): the member who pressed is the
+    /// reader; the answer, only to them, has the event's votes.
+    async fn vote(&self, interaction: &Value) -> anyhow::Result<Value> {
+        let Some((vote, event)) = interaction["data"]["custom_id"]
+            .as_str()
+            .and_then(crate::feedback::parse_button)
+        else {
+            return Ok(ephemeral("This interaction is not supported"));
+        };
+        let user = interaction["member"]["user"]["id"]
+            .as_str()
+            .or_else(|| interaction["user"]["id"].as_str());
+        let (Some(user), Some(channel)) = (
+            user,
+            interaction["channel_id"]
+                .as_str()
+                .and_then(|c| c.parse::<u64>().ok()),
+        ) else {
+            return Ok(ephemeral("This interaction is not supported"));
+        };
+        let ctx = Ctx {
+            store: &self.store,
+            config: &self.config,
+            address: Address::Discord(super::Target::Channel(channel)),
+            can_manage: false,
+            is_owner: false,
+            now: Utc::now(),
+            client_language: client_language(interaction),
+            cooldowns: &self.cooldowns,
+            runs: None,
+            missing_permissions: Vec::new(),
+        };
+        let text =
+            crate::bot::handlers::vote(&ctx, &format!("discord:{user}"), vote, event).await?;
+        Ok(ephemeral(&text))
     }
 
     /// The rest of a long digest, as follow-up messages on the interaction's webhook. They
@@ -370,8 +417,11 @@ impl serenity::client::EventHandler for GatewayHandler {
         ctx: serenity::client::Context,
         interaction: serenity::model::application::Interaction,
     ) {
-        let serenity::model::application::Interaction::Command(command) = &interaction else {
-            return;
+        use serenity::model::application::Interaction;
+        let (id, token) = match &interaction {
+            Interaction::Command(c) => (c.id, c.token.clone()),
+            Interaction::Component(c) => (c.id, c.token.clone()),
+            _ => return,
         };
         let Some(value) = gateway_json(&interaction) else {
             tracing::warn!(message = "Cannot read a Discord interaction");
@@ -386,7 +436,7 @@ impl serenity::client::EventHandler for GatewayHandler {
         };
         if let Err(error) = ctx
             .http
-            .create_interaction_response(command.id, &command.token, &response, Vec::new())
+            .create_interaction_response(id, &token, &response, Vec::new())
             .await
         {
             tracing::warn!(message = "Cannot answer a Discord interaction", error = %super::send::classify(error));
@@ -394,14 +444,18 @@ impl serenity::client::EventHandler for GatewayHandler {
     }
 }
 
-/// The JSON form of a gateway command interaction, as the HTTP endpoint receives it.
-/// serenity leaves out the top-level `type` when it serialises the model, so it is put back.
+/// The JSON form of a gateway command or component interaction (a vote button), as the
+/// HTTP endpoint receives it. serenity leaves out the top-level `type` when it serialises
+/// the model, so it is put back.
 pub fn gateway_json(interaction: &serenity::model::application::Interaction) -> Option<Value> {
-    let serenity::model::application::Interaction::Command(_) = interaction else {
-        return None;
+    use serenity::model::application::Interaction;
+    let kind = match interaction {
+        Interaction::Command(_) => 2,
+        Interaction::Component(_) => 3,
+        _ => return None,
     };
     let mut value = serde_json::to_value(interaction).ok()?;
-    value["type"] = json!(2);
+    value["type"] = json!(kind);
     Some(value)
 }
 

@@ -30,11 +30,14 @@ const GREY: u32 = 0x95_A5_A6;
 /// The messages of one digest, in order.
 pub fn messages(d: &Digest, t: &Locale) -> Vec<Value> {
     let footer = truncate_chars(&format!("{} · {}", d.date, d.generation_mode), FOOTER_MAX);
-    let mut embeds = vec![json!({
-        "title": truncate_chars(&esc(&crate::render::dated_title(d)), TITLE_MAX),
-        "description": truncate_chars(&esc(&d.overview), DESCRIPTION_MAX),
-        "footer": {"text": footer},
-    })];
+    let mut embeds = vec![(
+        json!({
+            "title": truncate_chars(&esc(&crate::render::dated_title(d)), TITLE_MAX),
+            "description": truncate_chars(&esc(&d.overview), DESCRIPTION_MAX),
+            "footer": {"text": footer},
+        }),
+        None,
+    )];
     for (n, (key, e)) in d
         .sections()
         .into_iter()
@@ -42,7 +45,10 @@ pub fn messages(d: &Digest, t: &Locale) -> Vec<Value> {
         .enumerate()
     {
         let n = if e.n > 0 { e.n } else { n + 1 };
-        embeds.push(event_embed(n, e, t.get(key), &footer, t));
+        embeds.push((
+            event_embed(n, e, t.get(key), &footer, t),
+            Some((n, e.id.clone())),
+        ));
     }
     let mut closing = String::new();
     if d.is_empty() {
@@ -60,10 +66,13 @@ pub fn messages(d: &Digest, t: &Locale) -> Vec<Value> {
     for line in crate::render::notes(d, t) {
         closing.push_str(&format!("• {}\n", esc(&line)));
     }
-    embeds.push(json!({
-        "description": truncate_chars(closing.trim_end(), DESCRIPTION_MAX),
-        "footer": {"text": footer},
-    }));
+    embeds.push((
+        json!({
+            "description": truncate_chars(closing.trim_end(), DESCRIPTION_MAX),
+            "footer": {"text": footer},
+        }),
+        None,
+    ));
     pack(embeds)
 }
 
@@ -159,12 +168,15 @@ pub fn embed_chars(embed: &Value) -> usize {
     n
 }
 
-fn pack(embeds: Vec<Value>) -> Vec<Value> {
+/// An embed, and the event (number shown, id) it is about.
+type Embed = (Value, Option<(usize, String)>);
+
+fn pack(embeds: Vec<Embed>) -> Vec<Value> {
     let mut messages = Vec::new();
-    let mut current: Vec<Value> = Vec::new();
+    let mut current: Vec<Embed> = Vec::new();
     let mut chars = 0;
     for embed in embeds {
-        let n = embed_chars(&embed);
+        let n = embed_chars(&embed.0);
         if !current.is_empty()
             && (current.len() == EMBEDS_PER_MESSAGE || chars + n > CHARS_PER_MESSAGE)
         {
@@ -180,6 +192,31 @@ fn pack(embeds: Vec<Value>) -> Vec<Value> {
     messages
 }
 
-fn message(embeds: Vec<Value>) -> Value {
-    json!({"embeds": embeds, "allowed_mentions": {"parse": []}})
+/// Vote buttons per event, two events to a row: ten embeds a message need at most five
+/// rows of four buttons, within Discord's five rows of five.
+const EVENTS_PER_ROW: usize = 2;
+
+fn message(embeds: Vec<Embed>) -> Value {
+    use crate::feedback::{Vote, button_data};
+    let events: Vec<&(usize, String)> = embeds.iter().filter_map(|(_, e)| e.as_ref()).collect();
+    let rows: Vec<Value> = events
+        .chunks(EVENTS_PER_ROW)
+        .map(|chunk| {
+            let buttons: Vec<Value> = chunk
+                .iter()
+                .flat_map(|(n, id)| {
+                    [Vote::Up, Vote::Down].map(|v| {
+                        json!({"type": 2, "style": 2, "label": format!("{} {n}", v.emoji()), "custom_id": button_data(v, id)})
+                    })
+                })
+                .collect();
+            json!({"type": 1, "components": buttons})
+        })
+        .collect();
+    let embeds: Vec<Value> = embeds.into_iter().map(|(e, _)| e).collect();
+    let mut m = json!({"embeds": embeds, "allowed_mentions": {"parse": []}});
+    if !rows.is_empty() {
+        m["components"] = Value::Array(rows);
+    }
+    m
 }

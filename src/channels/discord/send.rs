@@ -53,11 +53,16 @@ impl DiscordSender {
     }
 
     pub async fn send(&self, target: &Target, payload: &str) -> Result<(), SendError> {
-        let body: serde_json::Value =
+        let mut body: serde_json::Value =
             serde_json::from_str(payload).map_err(|e| SendError::Failed {
                 reason: format!("Discord payload is not JSON: {e}"),
             })?;
         let webhook = matches!(target, Target::Webhook(_));
+        if webhook && let Some(m) = body.as_object_mut() {
+            // A channel webhook someone made is not our application's: Discord refuses
+            // interactive components there, and nobody would receive the presses.
+            m.remove("components");
+        }
         let result = match target {
             Target::Channel(id) => {
                 let Some(bot) = &self.bot else {

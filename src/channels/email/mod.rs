@@ -12,7 +12,9 @@ use crate::config::{ChannelLimits, Config};
 use crate::model::Digest;
 use crate::render::Renderer;
 
-pub use send::{EmailSender, PREFERENCES_PLACEHOLDER, UNSUBSCRIBE_PLACEHOLDER};
+pub use send::{
+    EmailSender, PREFERENCES_PLACEHOLDER, UNSUBSCRIBE_PLACEHOLDER, VOTE_TOKEN_PLACEHOLDER,
+};
 
 pub struct Spec;
 
@@ -39,13 +41,17 @@ impl ChannelSpec for Spec {
         mailbox.clone()
     }
 
-    /// The unsubscribe and preferences links differ per subscriber: the cached render holds
+    /// The unsubscribe, preferences and vote links differ per subscriber: the cached render holds
     /// placeholders and the sender fills them in.
     fn render(digest: &Digest, renderer: &Renderer) -> anyhow::Result<Vec<String>> {
+        let vote_url = renderer
+            .site_url("vote/")
+            .map(|u| format!("{u}{VOTE_TOKEN_PLACEHOLDER}/"));
         Ok(vec![serde_json::to_string(&renderer.email(
             digest,
             UNSUBSCRIBE_PLACEHOLDER,
             PREFERENCES_PLACEHOLDER,
+            vote_url.as_deref(),
         )?)?])
     }
 

@@ -28,6 +28,8 @@ use crate::tokens::{Purpose, link};
 /// Letters and dashes only, so no template escaping changes them.
 pub const UNSUBSCRIBE_PLACEHOLDER: &str = "KDIGEST-UNSUBSCRIBE-URL-PLACEHOLDER";
 pub const PREFERENCES_PLACEHOLDER: &str = "KDIGEST-PREFERENCES-URL-PLACEHOLDER";
+/// Stands for the subscriber's signed vote token in `/vote/<token>/<event>/<up|down>`.
+pub const VOTE_TOKEN_PLACEHOLDER: &str = "KDIGEST-VOTE-TOKEN-PLACEHOLDER";
 
 /// Headers the DKIM signature covers. Absent ones are signed as absent, so nobody can add a
 /// Reply-To or a List-Unsubscribe on the way. Not Content-Type: lettre writes the multipart
@@ -156,15 +158,19 @@ impl EmailSender {
         })?;
         let unsubscribe_url = self.link(Purpose::Unsubscribe, subscriber_id);
         let preferences_url = self.link(Purpose::Preferences, subscriber_id);
+        // Digits, dots and hex: the same in HTML and in text.
+        let vote_token = crate::tokens::sign(&self.secret, Purpose::Vote, subscriber_id, 0);
         let escape = crate::render::escape_html;
         let html = email
             .html
             .replace(UNSUBSCRIBE_PLACEHOLDER, &escape(&unsubscribe_url))
-            .replace(PREFERENCES_PLACEHOLDER, &escape(&preferences_url));
+            .replace(PREFERENCES_PLACEHOLDER, &escape(&preferences_url))
+            .replace(VOTE_TOKEN_PLACEHOLDER, &vote_token);
         let text = email
             .text
             .replace(UNSUBSCRIBE_PLACEHOLDER, &unsubscribe_url)
-            .replace(PREFERENCES_PLACEHOLDER, &preferences_url);
+            .replace(PREFERENCES_PLACEHOLDER, &preferences_url)
+            .replace(VOTE_TOKEN_PLACEHOLDER, &vote_token);
         let mut unsubscribe = format!("<{unsubscribe_url}>");
         if let Some(mailto) = &self.config.unsubscribe_mailto {
             unsubscribe.push_str(&format!(", <mailto:{mailto}?subject=unsubscribe>"));

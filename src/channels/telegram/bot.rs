@@ -294,6 +294,13 @@ impl TelegramBot {
     }
 
     async fn handle_callback(&self, query: &CallbackQuery) -> anyhow::Result<()> {
+        if let Some((vote, event)) = query
+            .data
+            .as_deref()
+            .and_then(crate::feedback::parse_button)
+        {
+            return self.handle_vote(query, vote, event).await;
+        }
         let Some(data) = query
             .data
             .as_deref()
@@ -340,6 +347,41 @@ impl TelegramBot {
         Ok(())
     }
 
+    /// A 👍/👎 under a digest: the person who pressed is the reader (in a group every
+    /// member has their own vote); the answer is a toast with the event's votes.
+    async fn handle_vote(
+        &self,
+        query: &CallbackQuery,
+        vote: crate::feedback::Vote,
+        event: &str,
+    ) -> anyhow::Result<()> {
+        let Some(message) = query.message.as_ref() else {
+            self.bot.answer_callback_query(query.id.clone()).await?;
+            return Ok(());
+        };
+        let ctx = Ctx {
+            store: &self.store,
+            config: &self.config,
+            address: Address::Telegram(message.chat().id.0),
+            can_manage: false,
+            is_owner: false,
+            now: Utc::now(),
+            client_language: crate::bot::handlers::client_language(
+                query.from.language_code.as_deref(),
+            ),
+            cooldowns: &self.cooldowns,
+            runs: None,
+            missing_permissions: Vec::new(),
+        };
+        let reader = format!("telegram:{}", query.from.id.0);
+        let answer = crate::bot::handlers::vote(&ctx, &reader, vote, event).await?;
+        self.bot
+            .answer_callback_query(query.id.clone())
+            .text(answer)
+            .await?;
+        Ok(())
+    }
+
     async fn send_text(&self, chat: ChatId, text: &str) -> anyhow::Result<()> {
         self.pace(chat).await;
         with_flood_wait(|| {
@@ -381,14 +423,19 @@ impl TelegramBot {
                 let renderer = self.renders.renderer(&digest.language)?;
                 // A digest is several messages: spaced by Telegram's one message per second
                 // per chat, and a flood-wait is waited out instead of dropping the rest.
-                for message in super::render::messages(&renderer, &digest)? {
+                for message in super::render::messages_with_votes(&renderer, &digest)? {
                     self.pace(chat).await;
+                    let keyboard = super::send::vote_keyboard(&message.votes);
                     with_flood_wait(|| {
-                        self.bot
-                            .send_message(chat, message.clone())
+                        let mut request = self
+                            .bot
+                            .send_message(chat, message.html.clone())
                             .parse_mode(ParseMode::Html)
-                            .link_preview_options(no_preview())
-                            .into_future()
+                            .link_preview_options(no_preview());
+                        if let Some(k) = &keyboard {
+                            request = request.reply_markup(k.clone());
+                        }
+                        request.into_future()
                     })
                     .await?;
                 }

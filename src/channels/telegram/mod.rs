@@ -24,7 +24,8 @@ impl ChannelSpec for Spec {
         per_destination_per_sec: 1.0,
         concurrency: 30,
     };
-    const FORMAT: Option<&'static str> = Some("html");
+    // Each message is JSON: its Telegram HTML and the vote buttons of its events.
+    const FORMAT: Option<&'static str> = Some("json");
 
     fn group_per_minute(config: &Config) -> Option<f64> {
         Some(config.telegram.group_per_minute)
@@ -52,7 +53,11 @@ impl ChannelSpec for Spec {
     }
 
     fn render(digest: &Digest, renderer: &Renderer) -> anyhow::Result<Vec<String>> {
-        render::messages(renderer, digest)
+        // Each message with the vote buttons of its events, for the sender to attach.
+        render::messages_with_votes(renderer, digest)?
+            .iter()
+            .map(|m| Ok(serde_json::to_string(m)?))
+            .collect()
     }
 
     fn sender(config: &Config) -> anyhow::Result<Option<TelegramSender>> {

@@ -9,15 +9,51 @@ use crate::render::{Renderer, UNIT_SEPARATOR};
 
 pub const MAX_MESSAGE_CHARS: usize = 4096;
 
+/// One Telegram message: its HTML and the events that end in it, whose 👍/👎 buttons go
+/// under it (number as shown, event id).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Message {
+    pub html: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub votes: Vec<(usize, String)>,
+}
+
 /// Telegram HTML messages, each at most 4096 characters, split at event boundaries.
 pub fn messages(renderer: &Renderer, digest: &Digest) -> anyhow::Result<Vec<String>> {
+    Ok(messages_with_votes(renderer, digest)?
+        .into_iter()
+        .map(|m| m.html)
+        .collect())
+}
+
+/// The messages with the vote buttons of the events each one ends. The template makes one
+/// unit per event between the header and the footer; a template that does not (an
+/// override) gets no buttons rather than wrong ones.
+pub fn messages_with_votes(renderer: &Renderer, digest: &Digest) -> anyhow::Result<Vec<Message>> {
     let html = renderer.template("telegram.html.j2", digest)?;
     let units: Vec<&str> = html
         .split(UNIT_SEPARATOR)
         .map(str::trim)
         .filter(|u| !u.is_empty())
         .collect();
-    Ok(pack(&units, MAX_MESSAGE_CHARS))
+    let events: Vec<(usize, String)> = digest
+        .events()
+        .enumerate()
+        .map(|(i, e)| (if e.n > 0 { e.n } else { i + 1 }, e.id.clone()))
+        .collect();
+    let tagged: Vec<(&str, Option<(usize, String)>)> = if units.len() == events.len() + 2 {
+        units
+            .iter()
+            .enumerate()
+            .map(|(i, u)| (*u, (1..=events.len()).contains(&i).then(|| events[i - 1].clone())))
+            .collect()
+    } else {
+        units.iter().map(|u| (*u, None)).collect()
+    };
+    Ok(pack_tagged(&tagged, MAX_MESSAGE_CHARS)
+        .into_iter()
+        .map(|(html, votes)| Message { html, votes })
+        .collect())
 }
 
 pub fn length(s: &str) -> usize {
@@ -26,24 +62,37 @@ pub fn length(s: &str) -> usize {
 
 /// Packs units in order into as few messages as fit in `max` each.
 pub fn pack(units: &[&str], max: usize) -> Vec<String> {
-    let mut messages: Vec<String> = Vec::new();
+    let tagged: Vec<(&str, Option<()>)> = units.iter().map(|u| (*u, None)).collect();
+    pack_tagged(&tagged, max)
+        .into_iter()
+        .map(|(m, _)| m)
+        .collect()
+}
+
+/// [`pack`], keeping each unit's tag with the message its last piece is in.
+fn pack_tagged<T: Clone>(units: &[(&str, Option<T>)], max: usize) -> Vec<(String, Vec<T>)> {
+    let mut messages: Vec<(String, Vec<T>)> = Vec::new();
     let mut current = String::new();
-    for unit in units.iter().flat_map(|u| split_long(u, max)) {
-        let joined = if current.is_empty() {
-            length(&unit)
-        } else {
-            length(&current) + 2 + length(&unit)
-        };
-        if joined > max && !current.is_empty() {
-            messages.push(std::mem::take(&mut current));
+    let mut tags: Vec<T> = Vec::new();
+    for (unit, tag) in units {
+        for piece in split_long(unit, max) {
+            let joined = if current.is_empty() {
+                length(&piece)
+            } else {
+                length(&current) + 2 + length(&piece)
+            };
+            if joined > max && !current.is_empty() {
+                messages.push((std::mem::take(&mut current), std::mem::take(&mut tags)));
+            }
+            if !current.is_empty() {
+                current.push_str("\n\n");
+            }
+            current.push_str(&piece);
         }
-        if !current.is_empty() {
-            current.push_str("\n\n");
-        }
-        current.push_str(&unit);
+        tags.extend(tag.clone());
     }
     if !current.is_empty() {
-        messages.push(current);
+        messages.push((current, tags));
     }
     messages
 }

@@ -1,12 +1,13 @@
 //! Telegram channel: one Telegram-HTML message through the Bot API (teloxide), link
-//! previews off, errors classified for the engine. The token never reaches a log: error
+//! previews off, with the 👍/👎 buttons of the events it ends, errors classified for the
+//! engine. The token never reaches a log: error
 //! texts pass through [`redact_token`].
 
 use std::sync::LazyLock;
 
 use regex::Regex;
 use teloxide::prelude::*;
-use teloxide::types::{LinkPreviewOptions, ParseMode};
+use teloxide::types::{InlineKeyboardButton, InlineKeyboardMarkup, LinkPreviewOptions, ParseMode};
 use teloxide::{ApiError, RequestError};
 
 use crate::channels::SendError;
@@ -46,29 +47,56 @@ impl TelegramSender {
         TelegramSender { bot }
     }
 
-    pub async fn send(&self, chat: i64, html: &str) -> Result<(), SendError> {
-        let result = self
+    /// Sends one rendered message: a [`super::render::Message`] as JSON (HTML and its
+    /// vote buttons), or bare HTML.
+    pub async fn send(&self, chat: i64, message: &str) -> Result<(), SendError> {
+        let message: super::render::Message =
+            serde_json::from_str(message).unwrap_or_else(|_| super::render::Message {
+                html: message.to_string(),
+                votes: Vec::new(),
+            });
+        let keyboard = vote_keyboard(&message.votes);
+        let mut request = self
             .bot
-            .send_message(ChatId(chat), html)
+            .send_message(ChatId(chat), &message.html)
             .parse_mode(ParseMode::Html)
-            .link_preview_options(no_preview())
-            .await;
-        match result {
+            .link_preview_options(no_preview());
+        if let Some(k) = &keyboard {
+            request = request.reply_markup(k.clone());
+        }
+        match request.await {
             Ok(_) => Ok(()),
             Err(RequestError::Api(ApiError::CantParseEntities(why))) => {
                 // A render bug: the message still goes out, as plain text.
                 tracing::error!(message = "Telegram rejected our HTML; resending as plain text", chat, error = %why);
-                let plain = html_to_plain(html);
-                self.bot
+                let plain = html_to_plain(&message.html);
+                let mut request = self
+                    .bot
                     .send_message(ChatId(chat), plain)
-                    .link_preview_options(no_preview())
-                    .await
-                    .map(|_| ())
-                    .map_err(classify)
+                    .link_preview_options(no_preview());
+                if let Some(k) = keyboard {
+                    request = request.reply_markup(k);
+                }
+                request.await.map(|_| ()).map_err(classify)
             }
             Err(e) => Err(classify(e)),
         }
     }
+}
+
+/// One row per event: "👍 3" and "👎 3" (the number the message shows). None without
+/// events.
+pub fn vote_keyboard(votes: &[(usize, String)]) -> Option<InlineKeyboardMarkup> {
+    use crate::feedback::{Vote, button_data};
+    if votes.is_empty() {
+        return None;
+    }
+    let rows = votes.iter().map(|(n, id)| {
+        [Vote::Up, Vote::Down]
+            .map(|v| InlineKeyboardButton::callback(format!("{} {n}", v.emoji()), button_data(v, id)))
+            .to_vec()
+    });
+    Some(InlineKeyboardMarkup::new(rows))
 }
 
 /// Text of a Telegram-HTML message without its tags.
