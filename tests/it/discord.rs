@@ -448,7 +448,7 @@ async fn the_interactions_endpoint_verifies_signatures_and_runs_the_shared_comma
             json!([{"type": 3, "name": "date", "value": "2026-10-28"}]),
             "0",
         ),
-        key,
+        key.clone(),
     )
     .await
     .unwrap()
@@ -475,6 +475,51 @@ async fn the_interactions_endpoint_verifies_signatures_and_runs_the_shared_comma
     assert!(
         text.contains("Tessera") && !text.contains("ShapeTrace"),
         "the channel's filter (runtime, 70) applies"
+    );
+
+    // The reply carries a 👍 and a 👎 per event; a press (a message-component
+    // interaction) is one vote per member, replaced when they press again.
+    let rows = digest["data"]["components"].as_array().unwrap();
+    assert!(rows.len() <= 5);
+    let first = rows[0]["components"][0]["custom_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(first.starts_with("vu:"), "{first}");
+    let event = first.trim_start_matches("vu:").to_string();
+    let press = |custom_id: String, user: &str| {
+        let mut v = interaction("digest", json!([]), "0");
+        v["type"] = json!(3);
+        v["data"] = json!({"custom_id": custom_id, "component_type": 2});
+        v["member"]["user"]["id"] = json!(user);
+        v
+    };
+    let mut answers = Vec::new();
+    for (data, user) in [
+        (format!("vu:{event}"), "1001"),
+        (format!("vu:{event}"), "1001"),
+        (format!("vd:{event}"), "1002"),
+        (format!("vu:{event}"), "1002"),
+    ] {
+        let answer: Value = send(press(data, user), key.clone())
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(answer["data"]["flags"], 64, "only the member sees it");
+        answers.push(answer["data"]["content"].as_str().unwrap().to_string());
+    }
+    assert!(answers[0].ends_with("👍 1 · 👎 0"), "{answers:?}");
+    assert!(
+        answers[1].ends_with("👍 1 · 👎 0"),
+        "once per member: {answers:?}"
+    );
+    assert!(answers[2].ends_with("👍 1 · 👎 1"), "{answers:?}");
+    assert!(answers[3].ends_with("👍 2 · 👎 0"), "changed: {answers:?}");
+    assert_eq!(
+        store.tally(&event).await.unwrap(),
+        kdigest::feedback::Tally { up: 2, down: 0 }
     );
 }
 

@@ -317,6 +317,50 @@ async fn items_digests_and_source_state_round_trip(store: Store) {
         store.list_digests().await.unwrap()[0].events,
         digest.events().count()
     );
+    // Votes: one per event and reader, a new one replaces it; unknown events record
+    // nothing; the report's events; a subscription's liked layers.
+    {
+        use kdigest::feedback::{Tally, Vote};
+        let e = digest.events().next().unwrap();
+        let sub = add(&store, "webhook:https://votes.example/hook").await;
+        let now = Utc::now();
+        for (reader, vote) in [
+            ("telegram:1", Vote::Up),
+            ("telegram:1", Vote::Up),
+            ("telegram:2", Vote::Down),
+            ("telegram:2", Vote::Up),
+            ("email:9", Vote::Up),
+        ] {
+            store
+                .record_vote(&e.id, reader, Some(sub), vote, now)
+                .await
+                .unwrap()
+                .unwrap();
+        }
+        assert_eq!(store.tally(&e.id).await.unwrap(), Tally { up: 3, down: 0 });
+        assert_eq!(
+            store.vote_of(&e.id, "telegram:2").await.unwrap(),
+            Some(Vote::Up)
+        );
+        let unknown = store
+            .record_vote("ffffffffff", "telegram:1", None, Vote::Up, now)
+            .await
+            .unwrap();
+        assert!(unknown.is_none());
+        let voted = store
+            .voted_events(now - chrono::Duration::days(1))
+            .await
+            .unwrap();
+        assert_eq!(voted.len(), 1);
+        assert_eq!(
+            (voted[0].0.id.as_str(), voted[0].1),
+            (e.id.as_str(), Tally { up: 3, down: 0 })
+        );
+        assert_eq!(
+            store.liked_layers(sub).await.unwrap(),
+            e.layers.iter().cloned().collect()
+        );
+    }
     let sources: Vec<String> = config.sources.iter().map(|s| s.name.clone()).collect();
     let items = store
         .items_in_window(&sources, &digest.window)

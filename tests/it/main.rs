@@ -10,6 +10,7 @@ mod email;
 mod engines;
 mod eval;
 mod faults;
+mod feedback;
 mod fixture_day;
 mod followup;
 mod helpers;

@@ -329,6 +329,30 @@ fn generated_digests_give_discord_payloads_within_every_limit() {
                 let problems = schema_problems(&spec, &rich_embed, e, &format!("embeds[{i}]"));
                 assert!(problems.is_empty(), "round {round}: {problems:?}");
             }
+            // The vote buttons: at most 5 action rows of at most 5 buttons (Discord's
+            // limits), custom ids within 100 characters, labels within 80.
+            let rows = m["components"].as_array().cloned().unwrap_or_default();
+            assert!(rows.len() <= 5, "round {round}: {} rows", rows.len());
+            for row in &rows {
+                assert_eq!(row["type"], 1);
+                let buttons = row["components"].as_array().unwrap();
+                assert!((1..=5).contains(&buttons.len()));
+                for b in buttons {
+                    assert!(b["custom_id"].as_str().unwrap().len() <= 100);
+                    assert!(b["label"].as_str().unwrap().chars().count() <= 80);
+                }
+            }
         }
+        let buttons: usize = messages
+            .iter()
+            .filter_map(|m| m["components"].as_array())
+            .flatten()
+            .map(|row| row["components"].as_array().unwrap().len())
+            .sum();
+        assert_eq!(
+            buttons,
+            2 * d.events().count(),
+            "round {round}: 👍 and 👎 per event"
+        );
     }
 }

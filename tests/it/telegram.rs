@@ -613,3 +613,110 @@ async fn a_chat_chooses_its_delivery_hour_with_time() {
         kdigest::subscriber::Cadence::Weekly(chrono::Weekday::Fri)
     );
 }
+
+/// The digest in a chat carries 👍/👎 buttons under the message that ends each event; a
+/// press is one vote per person (a group's members each have their own), a second press
+/// changes it rather than adding one, an unknown event records nothing, and `/why` shows
+/// the tally.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_vote_with_the_buttons_once_each_and_can_change_their_vote() {
+    let feeds = spawn_feed_server().await;
+    let (api, mock) = spawn_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = bot_config(
+        &feeds.base,
+        &api,
+        dir.path(),
+        "KDIGEST_TEST_TG_TOKEN_VOTES",
+        "",
+    );
+    let store = open_store(&config).await;
+    let digest = pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
+        .await
+        .unwrap();
+    let chat = -100_500;
+    // User 11 administers the group (may set its language); 12 is a member.
+    mock.admins.lock().unwrap().push(11);
+    mock.updates.lock().unwrap().extend([
+        text_update_from(1, chat, 11, "/subscribe", "en"),
+        text_update_from(2, chat, 11, "/lang en", "en"),
+        text_update_from(3, chat, 11, "/digest 2026-10-28", "en"),
+    ]);
+    poll_until_settled(&config, &store, &mock).await;
+
+    // Every event of the digest has its two buttons once, under its message, in order.
+    let digest_calls: Vec<_> = mock
+        .sent_to(chat)
+        .into_iter()
+        .filter(|c| c.body["parse_mode"] == "HTML")
+        .collect();
+    assert!(!digest_calls.is_empty());
+    let mut buttons: Vec<(String, String)> = Vec::new();
+    for call in &digest_calls {
+        for row in call.body["reply_markup"]["inline_keyboard"]
+            .as_array()
+            .unwrap()
+        {
+            for b in row.as_array().unwrap() {
+                buttons.push((
+                    b["text"].as_str().unwrap().to_string(),
+                    b["callback_data"].as_str().unwrap().to_string(),
+                ));
+            }
+        }
+    }
+    let expected: Vec<(String, String)> = digest
+        .events()
+        .flat_map(|e| {
+            [
+                (format!("👍 {}", e.n), format!("vu:{}", e.id)),
+                (format!("👎 {}", e.n), format!("vd:{}", e.id)),
+            ]
+        })
+        .collect();
+    assert_eq!(buttons, expected);
+    assert_eq!(mock.problems.lock().unwrap().clone(), Vec::<String>::new());
+
+    let first = digest.events().next().unwrap().id.clone();
+    mock.updates.lock().unwrap().extend([
+        callback_update(4, chat, 11, &format!("vu:{first}")),
+        callback_update(5, chat, 12, &format!("vu:{first}")),
+        // The same person again: still one vote.
+        callback_update(6, chat, 11, &format!("vu:{first}")),
+        // Changed their mind: the vote is replaced.
+        callback_update(7, chat, 12, &format!("vd:{first}")),
+        callback_update(8, chat, 12, "vu:ffffffffff"),
+        text_update_from(9, chat, 11, "/why 1", "en"),
+    ]);
+    poll_until_settled(&config, &store, &mock).await;
+    let answers: Vec<String> = mock
+        .calls_of("AnswerCallbackQuery")
+        .iter()
+        .map(|c| c.body["text"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(answers.len(), 5, "{answers:?}");
+    assert!(answers[0].ends_with("👍 1 · 👎 0"), "{}", answers[0]);
+    assert!(answers[1].ends_with("👍 2 · 👎 0"), "{}", answers[1]);
+    assert!(
+        answers[2].ends_with("👍 2 · 👎 0"),
+        "counted once: {}",
+        answers[2]
+    );
+    assert!(
+        answers[3].ends_with("👍 1 · 👎 1"),
+        "changed: {}",
+        answers[3]
+    );
+    assert!(
+        answers[4].contains("no longer in the archive"),
+        "{}",
+        answers[4]
+    );
+    assert_eq!(
+        store.tally(&first).await.unwrap(),
+        kdigest::feedback::Tally { up: 1, down: 1 }
+    );
+    assert_eq!(store.tally("ffffffffff").await.unwrap().total(), 0);
+    let why = texts(&mock, chat).last().unwrap().clone();
+    assert!(why.contains("Readers: 👍 1 · 👎 1"), "{why}");
+}
