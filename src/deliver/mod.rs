@@ -155,7 +155,9 @@ impl RenderCache {
             std::borrow::Cow::Owned(d.clone().in_language(language))
         };
         let filtered = digest::filter(&localized, filter, renderer.locale());
-        let messages = Arc::new(channel.render(&filtered, &renderer)?);
+        // Through `Renderer::render`, so a weekly roll-up gets the locale's weekly words.
+        let messages =
+            Arc::new(renderer.render(&filtered, crate::render::Format::Channel(channel))?);
         renders.insert(key, messages.clone());
         loop {
             let dates: std::collections::BTreeSet<NaiveDate> =

@@ -898,4 +898,34 @@ async fn weekly_and_both_readers_get_the_roll_up_on_their_day() {
         .map(|r| r.delivery.as_str())
         .collect();
     assert_eq!(both_ids.len(), 2, "each edition has its own delivery id");
+
+    // In a chat, the roll-up speaks as one: the week's words, not the day's.
+    let rollup = kdigest::weekly::roll_up(
+        kdigest::weekly::Week::ending(date),
+        &[yesterday, digest.clone()],
+        config.digest.key_changes,
+        &kdigest::locale::Locale::builtin("en"),
+    )
+    .unwrap();
+    let cache = kdigest::deliver::RenderCache::new(None);
+    let filter = store.subscriber(ids[1]).await.unwrap().unwrap().filter;
+    let telegram = cache
+        .messages(
+            &rollup,
+            &filter,
+            "en",
+            kdigest::subscriber::Channel::Telegram,
+        )
+        .unwrap()
+        .join("");
+    assert!(telegram.contains("This week"), "{telegram}");
+    assert!(!telegram.contains("Overview"), "{telegram}");
+    let email = cache
+        .messages(&rollup, &filter, "en", kdigest::subscriber::Channel::Email)
+        .unwrap()
+        .join("");
+    assert!(
+        email.contains("Weekly roll-up"),
+        "the subject says so: {email}"
+    );
 }
