@@ -257,55 +257,51 @@ pub async fn handle(command: Command, ctx: &Ctx<'_>) -> anyhow::Result<Reply> {
             ))
         }
         Command::Time(arg) => {
-            let Some(mut s) = subscriber else {
-                return text(t.get("bot_not_subscribed").to_string());
-            };
             let new = match arg {
-                crate::bot::TimeArg::Show => s.deliver_at,
-                crate::bot::TimeArg::Off => None,
-                crate::bot::TimeArg::Set { at, tz } => Some(crate::subscriber::LocalTime {
+                crate::bot::TimeArg::Show => None,
+                crate::bot::TimeArg::Off => Some(None),
+                crate::bot::TimeArg::Set { at, tz } => Some(Some(crate::subscriber::LocalTime {
                     at,
                     tz: tz.unwrap_or(ctx.config.digest.timezone),
-                }),
+                })),
             };
-            if arg != crate::bot::TimeArg::Show {
-                if !ctx.can_manage {
-                    return Ok(manage_denied());
-                }
-                s.deliver_at = new;
-                ctx.store.update_subscriber(&s, ctx.now).await?;
-            }
-            text(t.fill("bot_time", &[("time", &time_text(s.deliver_at, &t))]))
+            setting(
+                ctx,
+                subscriber,
+                &t,
+                new.map(|at| move |s: &mut Subscriber| s.deliver_at = at),
+                |s, t| t.fill("bot_time", &[("time", &time_text(s.deliver_at, t))]),
+            )
+            .await
         }
         Command::Cadence(new) => {
-            let Some(mut s) = subscriber else {
-                return text(t.get("bot_not_subscribed").to_string());
-            };
-            if let Some(cadence) = new {
-                if !ctx.can_manage {
-                    return Ok(manage_denied());
-                }
-                s.cadence = cadence;
-                ctx.store.update_subscriber(&s, ctx.now).await?;
-            }
-            text(t.fill("bot_cadence", &[("cadence", &cadence_text(s.cadence, &t))]))
+            setting(
+                ctx,
+                subscriber,
+                &t,
+                new.map(|c| move |s: &mut Subscriber| s.cadence = c),
+                |s, t| t.fill("bot_cadence", &[("cadence", &cadence_text(s.cadence, t))]),
+            )
+            .await
         }
         Command::Boost(new) => {
-            let Some(mut s) = subscriber else {
-                return text(t.get("bot_not_subscribed").to_string());
-            };
-            if let Some(on) = new {
-                if !ctx.can_manage {
-                    return Ok(manage_denied());
-                }
-                s.filter.boost = if on {
+            // The liked layers when the boost is being turned on (asked for only then).
+            let liked = match (new, &subscriber) {
+                (Some(true), Some(s)) if ctx.can_manage => {
                     Some(ctx.store.liked_layers(s.id).await?)
-                } else {
-                    None
-                };
-                ctx.store.update_subscriber(&s, ctx.now).await?;
-            }
-            text(t.fill("bot_boost", &[("boost", &boost_text(&s.filter, &t))]))
+                }
+                _ => None,
+            };
+            setting(
+                ctx,
+                subscriber,
+                &t,
+                new.map(|on| {
+                    move |s: &mut Subscriber| s.filter.boost = on.then(|| liked.unwrap_or_default())
+                }),
+                |s, t| t.fill("bot_boost", &[("boost", &boost_text(&s.filter, t))]),
+            )
+            .await
         }
         Command::Settings | Command::Lang(None) => match subscriber {
             Some(s) => text(settings(&s, &t)),
@@ -402,6 +398,28 @@ pub async fn handle(command: Command, ctx: &Ctx<'_>) -> anyhow::Result<Reply> {
             }
         }
     }
+}
+
+/// A chat setting (delivery time, cadence, boost): without a change it is shown; a change
+/// (admins only in groups) is stored. The answer is `answer` of the subscriber after it.
+async fn setting(
+    ctx: &Ctx<'_>,
+    subscriber: Option<Subscriber>,
+    t: &Locale,
+    change: Option<impl FnOnce(&mut Subscriber)>,
+    answer: impl FnOnce(&Subscriber, &Locale) -> String,
+) -> anyhow::Result<Reply> {
+    let Some(mut s) = subscriber else {
+        return Ok(Reply::Text(t.get("bot_not_subscribed").to_string()));
+    };
+    if let Some(change) = change {
+        if !ctx.can_manage {
+            return Ok(Reply::Text(t.get("bot_admins_only").to_string()));
+        }
+        change(&mut s);
+        ctx.store.update_subscriber(&s, ctx.now).await?;
+    }
+    Ok(Reply::Text(answer(&s, t)))
 }
 
 /// A 👍/👎 button pressed in a chat: records `reader`'s vote (one per event and reader, a

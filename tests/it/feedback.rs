@@ -11,14 +11,15 @@ use kdigest::channels::email::EmailSender;
 use kdigest::config::Secret;
 use kdigest::feedback::Tally;
 use kdigest::metrics::Metrics;
-use kdigest::model::{Filter, Score};
-use kdigest::subscriber::{Address, Status};
+use kdigest::model::Score;
 use kdigest::tokens::{Purpose, sign};
 use kdigest::web::Services;
 use kdigest::web::account::Account;
 use kdigest::web::blog::Blog;
 
-use crate::helpers::{fixture_config, kdigest, open_store, spawn_feed_server, write_file_config};
+use crate::helpers::{
+    add_reader, fixture_config, kdigest, open_store, spawn_feed_server, write_file_config,
+};
 
 const FORM: &str = "application/x-www-form-urlencoded";
 
@@ -58,34 +59,8 @@ async fn email_links_and_web_buttons_count_one_vote_per_reader_and_refuse_forger
     let event = digest.events().next().unwrap().id.clone();
 
     // The newsletter a subscriber receives has a 👍 and a 👎 link per event, signed for them.
-    let alice = store
-        .add_subscriber(
-            &Address::parse("email:alice@example.org").unwrap(),
-            &Filter {
-                layers: Default::default(),
-                min_score: Score::from_f64(0.0),
-                boost: None,
-            },
-            "en",
-            &Status::Active,
-            false,
-            Utc::now(),
-        )
-        .await
-        .unwrap()
-        .unwrap();
-    let bob = store
-        .add_subscriber(
-            &Address::parse("email:bob@example.org").unwrap(),
-            &Filter::default(),
-            "en",
-            &Status::Active,
-            false,
-            Utc::now(),
-        )
-        .await
-        .unwrap()
-        .unwrap();
+    let alice = add_reader(&store, "email:alice@example.org").await;
+    let bob = add_reader(&store, "email:bob@example.org").await;
     let mailer = EmailSender::with_secrets(&config.email, secret.clone(), None, None).unwrap();
     let renderer = kdigest::render::Renderer::new("en", None)
         .unwrap()
@@ -274,22 +249,7 @@ async fn a_boosted_reader_s_liked_layer_passes_their_threshold() {
     let digest = kdigest::pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
         .await
         .unwrap();
-    let id = store
-        .add_subscriber(
-            &Address::parse("telegram:4242").unwrap(),
-            &Filter {
-                layers: Default::default(),
-                min_score: Score::from_f64(0.0),
-                boost: None,
-            },
-            "en",
-            &Status::Active,
-            false,
-            Utc::now(),
-        )
-        .await
-        .unwrap()
-        .unwrap();
+    let id = add_reader(&store, "telegram:4242").await;
     let mut s = store.subscriber(id).await.unwrap().unwrap();
     s.filter.boost = Some(Default::default());
     store.update_subscriber(&s, Utc::now()).await.unwrap();

@@ -242,6 +242,22 @@ pub async fn open_store(config: &Config) -> Store {
     Store::open(&config.storage.path).await.unwrap()
 }
 
+/// An active English subscriber with every layer and threshold 0; its id.
+pub async fn add_reader(store: &Store, address: &str) -> i64 {
+    store
+        .add_subscriber(
+            &kdigest::subscriber::Address::parse(address).unwrap(),
+            &kdigest::model::Filter::default(),
+            "en",
+            &kdigest::subscriber::Status::Active,
+            false,
+            chrono::Utc::now(),
+        )
+        .await
+        .unwrap()
+        .unwrap()
+}
+
 /// Problems with a Telegram HTML message: length over 4096 UTF-16 units, tags outside the
 /// Bot API's list, unbalanced tags, attributes other than a/href, bare '<', '>' or '&'.
 pub fn telegram_html_problems(message: &str) -> Vec<String> {
