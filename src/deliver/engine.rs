@@ -82,6 +82,8 @@ pub struct Engine {
     claims: AtomicU64,
     /// Instances share the database (Postgres): platform-wide budgets are taken from it.
     shared_budgets: bool,
+    /// Subscribers this process is sending to: a reader's other edition waits for them.
+    readers_in_flight: Mutex<std::collections::HashSet<i64>>,
     /// Fault injection for tests: the next delivery to these subscribers panics.
     panic_for: Mutex<std::collections::HashSet<i64>>,
 }
@@ -129,6 +131,7 @@ impl Engine {
             shared_budgets,
             claims: AtomicU64::new(0),
             panic_for: Mutex::new(Default::default()),
+            readers_in_flight: Mutex::new(Default::default()),
         })
     }
 
@@ -412,6 +415,23 @@ impl Engine {
             }
             for (id, mut claims) in by_reader {
                 claims.sort_by_key(|c| c.edition);
+                if !self.reader_lock().insert(id) {
+                    // Their other edition is being sent: this one goes back to the queue
+                    // (no attempt used) and follows it.
+                    for c in &claims {
+                        let settle = self
+                            .store
+                            .mark_retry(
+                                c,
+                                c.attempts,
+                                after(Duration::from_secs(1)),
+                                "Waiting for this reader's other edition",
+                            )
+                            .await;
+                        self.settled(c, settle)?;
+                    }
+                    continue;
+                }
                 let subscriber = subscribers.remove(&id);
                 let permit = slots
                     .clone()
@@ -430,6 +450,7 @@ impl Engine {
                             engine.settle_unexpected(claimed, &error).await;
                         }
                     }
+                    engine.reader_lock().remove(&id);
                     drop(permit);
                 });
             }
@@ -437,6 +458,12 @@ impl Engine {
         // Graceful shutdown: what was claimed finishes; nothing new is claimed.
         while in_flight.join_next().await.is_some() {}
         Ok(())
+    }
+
+    fn reader_lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<i64>> {
+        self.readers_in_flight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
     }
 
     /// The roll-up of the seven days ending with `daily` (its own day from the value in

@@ -81,7 +81,13 @@ pub fn plan(
                     channel: s.address.channel(),
                     destination: s.address.destination_key(),
                     // A reader with their own hour gets it then; the outbox holds it until due.
-                    due: s.deliver_at.map(|at| at.due_after(ready)),
+                    // The roll-up is due a second after the daily, so it is claimed after it.
+                    due: match (edition, s.deliver_at.map(|at| at.due_after(ready))) {
+                        (Edition::Daily, due) => due,
+                        (Edition::Weekly, due) => {
+                            Some(due.unwrap_or(ready) + chrono::Duration::seconds(1))
+                        }
+                    },
                 });
             }
         }
