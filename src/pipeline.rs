@@ -277,17 +277,23 @@ pub async fn generate_window(
 }
 
 /// A week's roll-up from its stored dailies (`crate::weekly::roll_up`), and the days of the
-/// week that have no stored digest. None when no day has one.
+/// week that have no stored digest. None when no day has one. `newest`, a daily in hand
+/// (the one being planned), stands in for the stored one of its date.
 pub async fn roll_up(
     store: &Store,
     week: crate::weekly::Week,
     key_changes: usize,
     locale: &Locale,
+    newest: Option<&Digest>,
 ) -> anyhow::Result<(Option<Digest>, Vec<NaiveDate>)> {
     let days = week.days();
-    let dailies = store
+    let mut dailies = store
         .digests_between(days[0], days[6] + chrono::Days::new(1))
         .await?;
+    if let Some(n) = newest {
+        dailies.retain(|d| d.date != n.date);
+        dailies.push(n.clone());
+    }
     let missing = days
         .into_iter()
         .filter(|d| !dailies.iter().any(|x| x.date == *d))

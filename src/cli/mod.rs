@@ -455,7 +455,7 @@ async fn weekly(
         config.digest.templates_dir.as_deref(),
     )?;
     let (digest, missing) =
-        crate::pipeline::roll_up(store, week, config.digest.key_changes, &locale).await?;
+        crate::pipeline::roll_up(store, week, config.digest.key_changes, &locale, None).await?;
     let Some(digest) = digest else {
         let days = week.days();
         anyhow::bail!(

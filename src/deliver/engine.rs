@@ -470,15 +470,16 @@ impl Engine {
     /// hand, which may be newer than the stored one; the other days from the store).
     async fn roll_up(&self, daily: &Digest) -> anyhow::Result<Arc<Digest>> {
         let week = crate::weekly::Week::ending(daily.date);
-        let mut dailies = self
-            .store
-            .digests_between(week.days()[0], daily.date)
-            .await?;
-        dailies.push(daily.clone());
         let renderer = self.cache.renderer(&self.language)?;
-        let rollup = crate::weekly::roll_up(week, &dailies, self.key_changes, renderer.locale())
-            .expect("the week has its last day's digest");
-        let rollup = Arc::new(rollup);
+        let (rollup, _) = crate::pipeline::roll_up(
+            &self.store,
+            week,
+            self.key_changes,
+            renderer.locale(),
+            Some(daily),
+        )
+        .await?;
+        let rollup = Arc::new(rollup.expect("the week has its last day's digest"));
         self.remember_digest(Edition::Weekly, rollup.clone());
         Ok(rollup)
     }

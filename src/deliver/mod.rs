@@ -97,6 +97,16 @@ pub fn plan(
 
 type RenderKey = (NaiveDate, Edition, Filter, String, Channel);
 
+fn render_key(d: &Digest, filter: &Filter, language: &str, channel: Channel) -> RenderKey {
+    (
+        d.date,
+        Edition::of(d),
+        filter.clone(),
+        language.to_string(),
+        channel,
+    )
+}
+
 /// Renders are kept for this many digest dates (the newest); older dates render again.
 const RENDERED_DATES: usize = 3;
 /// And for at most this many distinct renders: beyond it the oldest date is dropped.
@@ -139,13 +149,7 @@ impl RenderCache {
         language: &str,
         channel: Channel,
     ) -> anyhow::Result<Arc<Vec<String>>> {
-        let key = (
-            d.date,
-            Edition::of(d),
-            filter.clone(),
-            language.to_string(),
-            channel,
-        );
+        let key = render_key(d, filter, language, channel);
         // Held while rendering: workers that miss the same key at the start of a run wait
         // for the one render instead of each making their own.
         let mut renders = lock(&self.renders);
@@ -194,13 +198,7 @@ impl RenderCache {
         language: &str,
         channel: Channel,
     ) -> Option<Arc<Vec<String>>> {
-        let key = (
-            d.date,
-            Edition::of(d),
-            filter.clone(),
-            language.to_string(),
-            channel,
-        );
+        let key = render_key(d, filter, language, channel);
         self.renders.try_lock().ok()?.get(&key).cloned()
     }
 
