@@ -24,9 +24,12 @@
 //! of a release they are evidence ([`STACK_RELEASE_WEIGHT`]): a JAX release is on topic. Relevance is evidence
 //! 1 - exp(-evidence / [`EVIDENCE_SCALE`]), 0 when the evidence is not positive.
 
+use std::sync::Arc;
+
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 
 use crate::config::{LayerConfig, RelevanceConfig};
+use crate::learned::{self, Learned};
 use crate::model::Event;
 
 /// Only the start of long texts is read: what an item is about is said early.
@@ -65,6 +68,8 @@ pub struct Classifier {
     automaton: AhoCorasick,
     patterns: Vec<Pattern>,
     layer_names: Vec<String>,
+    /// Learned corrections on top of the phrases (`learned`); None: the phrases alone.
+    learned: Option<Arc<Learned>>,
 }
 
 /// What the rules found for one event.
@@ -82,6 +87,11 @@ pub struct Classification {
     pub stack: Vec<String>,
     /// Points per layer that has any, in configuration order (tagged at TAG_AT).
     pub layer_points: Vec<(String, f64)>,
+    /// The phrase points of layers an ordinary or strong phrase anchored, unrounded: the
+    /// prior the learned layer heads correct.
+    pub anchored_points: Vec<(String, f64)>,
+    /// Learned corrections per layer in log-odds (layers the model has a head for).
+    pub layer_corrections: Vec<(String, f64)>,
     pub relevance: Relevance,
 }
 
@@ -94,6 +104,9 @@ pub struct Relevance {
     pub negative_points: f64,
     pub length_factor: f64,
     pub words: usize,
+    /// The learned relevance correction in log-odds (`learned`); None without a model.
+    /// The score turns it into points.
+    pub learned: Option<learned::Correction>,
 }
 
 impl Relevance {
@@ -115,7 +128,24 @@ struct Hits {
 }
 
 impl Classifier {
+    /// The classifier the configuration asks for: the phrases, with the built-in learned
+    /// corrections unless `[relevance] learned = false`.
     pub fn new(layers: &[LayerConfig], relevance: &RelevanceConfig) -> Classifier {
+        let learned = if relevance.learned {
+            Learned::builtin()
+        } else {
+            None
+        };
+        Classifier::with_model(layers, relevance, learned)
+    }
+
+    /// The phrases with the given learned corrections (None: the phrases alone); the
+    /// evaluation's folds use it.
+    pub fn with_model(
+        layers: &[LayerConfig],
+        relevance: &RelevanceConfig,
+        learned: Option<Arc<Learned>>,
+    ) -> Classifier {
         let mut patterns = Vec::new();
         let mut add = |group: Group, phrases: &[String], weight: f64| {
             for p in phrases {
@@ -145,6 +175,7 @@ impl Classifier {
             automaton,
             patterns,
             layer_names: layers.iter().map(|l| l.name.clone()).collect(),
+            learned,
         }
     }
 
@@ -218,13 +249,45 @@ impl Classifier {
                 title_keywords.push(pattern.phrase.clone());
             }
         }
-        let layers = layer_points
+        let anchored_points: Vec<(String, f64)> = layer_points
             .iter()
             .zip(&anchored)
             .zip(&self.layer_names)
-            .filter(|((points, anchored), _)| **anchored && **points >= TAG_AT - 1e-9)
-            .map(|(_, name)| name.clone())
+            .filter(|((points, anchored), _)| **anchored && **points > 0.0)
+            .map(|((points, _), name)| (name.clone(), *points))
             .collect();
+        let prior_points = |name: &str| {
+            anchored_points
+                .iter()
+                .find(|(n, _)| n == name)
+                .map_or(0.0, |(_, p)| *p)
+        };
+        let mut layer_corrections = Vec::new();
+        let layers = match &self.learned {
+            None => self
+                .layer_names
+                .iter()
+                .filter(|name| prior_points(name) >= TAG_AT - 1e-9)
+                .cloned()
+                .collect(),
+            Some(model) => {
+                let features = learned::features(event);
+                relevance.learned = Some(model.relevance(&features));
+                let mut tagged = Vec::new();
+                for name in &self.layer_names {
+                    let prior = learned::layer_prior(prior_points(name));
+                    let correction = model.layer(name, &features).map_or(0.0, |c| c.value);
+                    if correction != 0.0 {
+                        layer_corrections
+                            .push((name.clone(), (correction * 100.0).round() / 100.0));
+                    }
+                    if prior + correction >= -1e-9 {
+                        tagged.push(name.clone());
+                    }
+                }
+                tagged
+            }
+        };
         let layer_points = layer_points
             .iter()
             .zip(&self.layer_names)
@@ -234,6 +297,8 @@ impl Classifier {
         Classification {
             layers,
             layer_points,
+            anchored_points,
+            layer_corrections,
             keywords: sorted_distinct(keywords),
             title_keywords: sorted_distinct(title_keywords),
             negatives: sorted_distinct(negatives),

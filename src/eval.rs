@@ -7,6 +7,11 @@
 //! count relevant items, ignoring the optional ones; layer F1 is micro-averaged over
 //! (relevant item, layer) pairs using the layers of the item's event, selected or not; the
 //! lead is right when the highest-scoring eligible event holds a `lead` item.
+//!
+//! Three measurements, so a model cannot look better than it is: in-sample (the shipped
+//! configuration, whose learned weights were fitted on these same days), the phrase model
+//! alone, and leave-one-day-out cross-validation: for each day, a model is fitted on the
+//! other days and scored on the day left out. CI gates on the cross-validated figures.
 
 use std::collections::{BTreeSet, HashMap};
 use std::fmt::Write as _;
@@ -16,18 +21,23 @@ use anyhow::Context as _;
 use chrono::NaiveDate;
 use serde::Deserialize;
 
+use std::sync::Arc;
+
 use crate::classify::Classifier;
 use crate::config::{Config, SourceLocation};
 use crate::digest::{self, Candidate};
+use crate::learned::{self, Example, FitParams, Learned};
 use crate::model::{Item, Window};
 use crate::parse::parse_feed;
 use crate::text::normalize_url;
 
-/// What CI holds the built-in model to (issue 10): every relevant item selected, few
-/// wrong ones, layers mostly right, and the right lead on every day.
-pub const MIN_RECALL: f64 = 1.0;
+/// What CI holds the model to, on the cross-validated figures (issue 28): nearly every
+/// relevant item selected, few wrong ones, layers mostly right, and the right lead on nine
+/// days of ten.
+pub const MIN_RECALL: f64 = 0.95;
 pub const MIN_PRECISION: f64 = 0.9;
 pub const MIN_LAYER_F1: f64 = 0.85;
+pub const MIN_LEAD_SHARE: f64 = 0.9;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -39,6 +49,10 @@ pub struct Labels {
     pub relevant: Vec<Relevant>,
     #[serde(default)]
     pub optional: Vec<Optional>,
+    /// Groups of links an editor would run as one story (a release and the post announcing
+    /// it): each group must end up in one event.
+    #[serde(default)]
+    pub same_story: Vec<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -77,6 +91,9 @@ pub struct Counts {
     pub layer_tp: usize,
     pub layer_fp: usize,
     pub layer_fn: usize,
+    /// `same_story` groups, and those that came out as one event.
+    pub stories: usize,
+    pub stories_joined: usize,
 }
 
 impl Counts {
@@ -110,6 +127,8 @@ impl Counts {
         self.layer_tp += o.layer_tp;
         self.layer_fp += o.layer_fp;
         self.layer_fn += o.layer_fn;
+        self.stories += o.stories;
+        self.stories_joined += o.stories_joined;
     }
 }
 
@@ -215,12 +234,22 @@ fn link_key(url: &str) -> String {
     normalize_url(url).unwrap_or_else(|| url.trim().to_string())
 }
 
-/// Runs the selection path on one day and compares it with the labels. A label naming an
-/// item that is not in the window, or a layer that is not configured, is an error: the
-/// labels must describe the data.
-pub fn evaluate(day: &Day) -> anyhow::Result<DayReport> {
-    let (window, items) = items(day)?;
-    let item_count = items.len();
+/// A day with its items read once: every measurement runs on the same items.
+pub struct Loaded {
+    pub day: Day,
+    pub window: Window,
+    pub items: Vec<Item>,
+}
+
+pub fn load(day: Day) -> anyhow::Result<Loaded> {
+    let (window, items) = items(&day)?;
+    check_labels(&day, &items)?;
+    Ok(Loaded { day, window, items })
+}
+
+/// A label naming an item that is not in the window, or a layer that is not configured,
+/// is an error: the labels must describe the data.
+fn check_labels(day: &Day, items: &[Item]) -> anyhow::Result<()> {
     let known: BTreeSet<String> = items.iter().map(|i| link_key(&i.url)).collect();
     let labels = &day.labels;
     let layer_names: BTreeSet<&str> = day.config.layers.iter().map(|l| l.name.as_str()).collect();
@@ -246,12 +275,44 @@ pub fn evaluate(day: &Day) -> anyhow::Result<DayReport> {
     if labels.lead.is_empty() && !labels.relevant.is_empty() {
         problems.push("lead is empty although the day has relevant items".into());
     }
+    for url in labels.same_story.iter().flatten() {
+        if !known.contains(&link_key(url)) {
+            problems.push(format!("same_story: {url} is not an item in the window"));
+        }
+    }
     if !problems.is_empty() {
         anyhow::bail!("{}/labels.toml: {}", day.name, problems.join("; "));
     }
+    Ok(())
+}
 
-    let classifier = Classifier::new(&day.config.layers, &day.config.relevance);
-    let all = digest::candidates(items, &window, &day.config, &classifier);
+/// Which classifier a measurement uses.
+#[derive(Clone)]
+pub enum Model {
+    /// What the day's configuration asks for (the built-in learned weights by default).
+    Configured,
+    /// The phrase lists alone.
+    Phrases,
+    /// The phrases with these learned weights.
+    Fitted(Arc<Learned>),
+}
+
+fn classifier(day: &Day, model: &Model) -> Classifier {
+    let (layers, relevance) = (&day.config.layers, &day.config.relevance);
+    match model {
+        Model::Configured => Classifier::new(layers, relevance),
+        Model::Phrases => Classifier::with_model(layers, relevance, None),
+        Model::Fitted(m) => Classifier::with_model(layers, relevance, Some(m.clone())),
+    }
+}
+
+/// Runs the selection path on one day with `model` and compares it with the labels.
+pub fn evaluate(loaded: &Loaded, model: &Model) -> DayReport {
+    let Loaded { day, window, items } = loaded;
+    let item_count = items.len();
+    let labels = &day.labels;
+    let classifier = classifier(day, model);
+    let all = digest::candidates(items.clone(), window, &day.config, &classifier);
     let by_link: HashMap<String, &Candidate> = all
         .iter()
         .flat_map(|c| c.event.items.iter().map(move |i| (link_key(&i.url), c)))
@@ -356,13 +417,96 @@ pub fn evaluate(day: &Day) -> anyhow::Result<DayReport> {
             want.join(" or ")
         ));
     }
-    Ok(DayReport {
+    for group in &labels.same_story {
+        let events: BTreeSet<&str> = group
+            .iter()
+            .filter_map(|u| by_link.get(&link_key(u)).map(|c| c.event.id.as_str()))
+            .collect();
+        counts.stories += 1;
+        if events.len() == 1 {
+            counts.stories_joined += 1;
+        } else {
+            errors.push(format!(
+                "one story in {} events: {}",
+                events.len(),
+                group.join(" + ")
+            ));
+        }
+    }
+    DayReport {
         name: day.name.clone(),
         counts,
         lead_right,
         lead: top.map(|c| c.event.primary().title.clone()),
         errors,
-    })
+    }
+}
+
+/// The day's events as training examples, classified by the phrases alone: an event is
+/// relevant when it holds a relevant item, unlabelled when it holds only optional ones.
+pub fn examples(loaded: &Loaded) -> Vec<Example> {
+    let Loaded { day, window, items } = loaded;
+    let labels = &day.labels;
+    let relevant: HashMap<String, &Relevant> = labels
+        .relevant
+        .iter()
+        .map(|r| (link_key(&r.url), r))
+        .collect();
+    let optional: BTreeSet<String> = labels.optional.iter().map(|o| link_key(&o.url)).collect();
+    let phrases = classifier(day, &Model::Phrases);
+    digest::candidates(items.clone(), window, &day.config, &phrases)
+        .into_iter()
+        .map(|c| {
+            let links: Vec<String> = c.event.items.iter().map(|i| link_key(&i.url)).collect();
+            let labelled: Vec<&&Relevant> = links.iter().filter_map(|l| relevant.get(l)).collect();
+            let relevant = if !labelled.is_empty() {
+                Some(true)
+            } else if links.iter().any(|l| optional.contains(l)) {
+                None
+            } else {
+                Some(false)
+            };
+            Example {
+                features: learned::features(&c.event),
+                score: c.assessment.score.as_f64(),
+                min_score: day.config.digest.min_score.as_f64(),
+                layer_points: c.classification.anchored_points.iter().cloned().collect(),
+                relevant,
+                layers: labelled
+                    .iter()
+                    .flat_map(|r| r.layers.iter().cloned())
+                    .collect(),
+            }
+        })
+        .collect()
+}
+
+/// Fits the learned weights on the given days.
+pub fn fit(days: &[&Loaded], examples: &[Vec<Example>]) -> Learned {
+    let layer_names: Vec<String> = days
+        .first()
+        .map(|d| d.day.config.layers.iter().map(|l| l.name.clone()).collect())
+        .unwrap_or_default();
+    let rows: Vec<Example> = examples.iter().flatten().cloned().collect();
+    learned::fit(&rows, &layer_names, FitParams::default())
+}
+
+/// Leave-one-day-out: each day scored by weights fitted on the other days.
+pub fn cross_validate(days: &[Loaded]) -> Vec<DayReport> {
+    let examples: Vec<Vec<Example>> = days.iter().map(examples).collect();
+    (0..days.len())
+        .map(|out| {
+            let (rest, rest_examples): (Vec<&Loaded>, Vec<Vec<Example>>) = days
+                .iter()
+                .zip(&examples)
+                .enumerate()
+                .filter(|(i, _)| *i != out)
+                .map(|(_, (d, e))| (d, e.clone()))
+                .unzip();
+            let model = fit(&rest, &rest_examples);
+            evaluate(&days[out], &Model::Fitted(Arc::new(model)))
+        })
+        .collect()
 }
 
 fn title_of(c: &Candidate, link: &str) -> String {
@@ -373,20 +517,20 @@ fn title_of(c: &Candidate, link: &str) -> String {
         .map_or_else(|| c.event.primary().title.clone(), |i| i.title.clone())
 }
 
-/// The report as a table, then each day's errors; and whether the thresholds hold.
-pub fn report(days: &[DayReport]) -> (String, bool) {
-    let mut out = String::new();
+/// One measurement as a table: a row per day, then the overall row.
+pub fn table(out: &mut String, title: &str, days: &[DayReport]) -> (Counts, usize) {
     let mut total = Counts::default();
+    let _ = writeln!(out, "{title}");
     let _ = writeln!(
         out,
-        "{:<28} {:>6} {:>8} {:>8} {:>9} {:>7} {:>8}  lead",
+        "{:<34} {:>6} {:>8} {:>8} {:>9} {:>7} {:>8}  lead",
         "day", "items", "relevant", "selected", "precision", "recall", "layer F1"
     );
     for d in days {
         total.add(&d.counts);
         let _ = writeln!(
             out,
-            "{:<28} {:>6} {:>8} {:>8} {:>9.3} {:>7.3} {:>8.3}  {}",
+            "{:<34} {:>6} {:>8} {:>8} {:>9.3} {:>7.3} {:>8.3}  {}",
             d.name,
             d.counts.items,
             d.counts.relevant,
@@ -400,7 +544,7 @@ pub fn report(days: &[DayReport]) -> (String, bool) {
     let leads_right = days.iter().filter(|d| d.lead_right).count();
     let _ = writeln!(
         out,
-        "{:<28} {:>6} {:>8} {:>8} {:>9.3} {:>7.3} {:>8.3}  {}/{} right",
+        "{:<34} {:>6} {:>8} {:>8} {:>9.3} {:>7.3} {:>8.3}  {}/{} right",
         "overall",
         total.items,
         total.relevant,
@@ -411,12 +555,32 @@ pub fn report(days: &[DayReport]) -> (String, bool) {
         leads_right,
         days.len()
     );
+    if total.stories > 0 {
+        let _ = writeln!(
+            out,
+            "one story, one event: {}/{} same-story groups joined",
+            total.stories_joined, total.stories
+        );
+    }
+    (total, leads_right)
+}
+
+/// Each day's errors under a heading.
+pub fn errors(out: &mut String, title: &str, days: &[DayReport]) {
+    if days.iter().all(|d| d.errors.is_empty()) {
+        return;
+    }
+    let _ = writeln!(out, "\n{title}");
     for d in days.iter().filter(|d| !d.errors.is_empty()) {
         let _ = writeln!(out, "\n{}:", d.name);
         for e in &d.errors {
             let _ = writeln!(out, "  - {e}");
         }
     }
+}
+
+/// What falls short of the gates, in words; empty when they hold.
+pub fn shortfalls(total: &Counts, leads_right: usize, days: usize) -> Vec<String> {
     let mut failed = Vec::new();
     if total.recall() < MIN_RECALL {
         failed.push(format!("recall {:.3} < {MIN_RECALL}", total.recall()));
@@ -430,22 +594,81 @@ pub fn report(days: &[DayReport]) -> (String, bool) {
     if total.layer_f1() < MIN_LAYER_F1 {
         failed.push(format!("layer F1 {:.3} < {MIN_LAYER_F1}", total.layer_f1()));
     }
-    if leads_right < days.len() {
+    if (leads_right as f64) < MIN_LEAD_SHARE * days as f64 - 1e-9 {
         failed.push(format!(
-            "lead right on {leads_right} of {} days",
-            days.len()
+            "lead right on {leads_right} of {days} days (< {:.0}%)",
+            MIN_LEAD_SHARE * 100.0
         ));
     }
+    failed
+}
+
+/// The whole evaluation as `kdigest eval` prints it: the shipped model in-sample, the
+/// phrase model alone, then the cross-validated figures, which the gates read. Returns the
+/// text and whether the gates hold.
+pub fn run(days: &[Loaded]) -> (String, bool) {
+    let shipped: Vec<DayReport> = days
+        .iter()
+        .map(|d| evaluate(d, &Model::Configured))
+        .collect();
+    let phrases: Vec<DayReport> = days.iter().map(|d| evaluate(d, &Model::Phrases)).collect();
+    let crossed = cross_validate(days);
+    let mut out = String::new();
+    table(
+        &mut out,
+        "In-sample: the shipped configuration (its learned weights were fitted on these days)",
+        &shipped,
+    );
+    out.push('\n');
+    table(
+        &mut out,
+        "The phrase model alone (no learned weights)",
+        &phrases,
+    );
+    out.push('\n');
+    let (total, leads) = table(
+        &mut out,
+        "Cross-validated: each day scored by weights fitted on the other days (CI gates on this)",
+        &crossed,
+    );
+    errors(&mut out, "Errors, cross-validated:", &crossed);
+    let failed = shortfalls(&total, leads, days.len());
     let pass = failed.is_empty();
     if pass {
         let _ = writeln!(
             out,
-            "\nPASS: recall >= {MIN_RECALL}, precision >= {MIN_PRECISION}, layer F1 >= {MIN_LAYER_F1}, lead right on every day"
+            "\nPASS (cross-validated): recall >= {MIN_RECALL}, precision >= {MIN_PRECISION}, layer F1 >= {MIN_LAYER_F1}, lead right on >= {:.0}% of days",
+            MIN_LEAD_SHARE * 100.0
         );
     } else {
         let _ = writeln!(out, "\nFAIL: {}", failed.join("; "));
     }
     (out, pass)
+}
+
+/// `kdigest eval --fit`: weights fitted on every day, as the file src/learned_model.tsv
+/// holds them, with a header that says what they were fitted on.
+pub fn fit_file(days: &[Loaded]) -> String {
+    let examples: Vec<Vec<Example>> = days.iter().map(examples).collect();
+    let refs: Vec<&Loaded> = days.iter().collect();
+    let model = fit(&refs, &examples);
+    let count: usize = examples.iter().map(Vec::len).sum();
+    let p = FitParams::default();
+    let names: Vec<&str> = days.iter().map(|d| d.day.name.as_str()).collect();
+    model.to_tsv(&format!(
+        "kdigest learned model: corrections to the phrase model (src/learned.rs, docs/scoring.md).\n\
+         Written by `kdigest eval --fit`; do not edit by hand, refit after changing a labelled day.\n\
+         Fitted on {} labelled days, {count} events: {}.\n\
+         Settings: l2 {}, l1 {}, {} steps, positive share {} (layers {}).\n\
+         head<TAB>feature<TAB>weight (log-odds per unit of feature value)",
+        days.len(),
+        names.join(", "),
+        p.l2,
+        p.l1,
+        p.steps,
+        p.positive_share,
+        p.layer_positive_share
+    ))
 }
 
 #[cfg(test)]

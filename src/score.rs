@@ -278,11 +278,11 @@ pub fn assess(
             format!("newest item at {:.0}% of the window", position * 100.0),
         ),
     ];
-    let total: f64 = components
+    let mut total: f64 = components
         .iter()
         .map(|(_, value, weight, _)| value * weight)
         .sum();
-    let breakdown: Vec<ScoreComponent> = components
+    let mut breakdown: Vec<ScoreComponent> = components
         .into_iter()
         .map(|(name, value, weight, reason)| ScoreComponent {
             name: name.into(),
@@ -292,6 +292,11 @@ pub fn assess(
             reason,
         })
         .collect();
+    if let Some(c) = &classification.relevance.learned {
+        let component = learned_component(c);
+        total += component.points;
+        breakdown.push(component);
+    }
     Assessment {
         score: Score::from_f64(total),
         breakdown,
@@ -324,6 +329,26 @@ fn relevance_reason(c: &Classification) -> String {
         list_or_none(&c.negatives)
     ));
     out
+}
+
+/// The learned component: the correction's log-odds as points, and the features that moved
+/// it most ("t:nvshmem +0.41" is the title word; log-odds before the scale).
+fn learned_component(c: &crate::learned::Correction) -> ScoreComponent {
+    let points = c.value * crate::learned::SCORE_SCALE;
+    let moved: Vec<String> = c.top.iter().map(|(f, v)| format!("{f} {v:+.2}")).collect();
+    ScoreComponent {
+        name: "learned".into(),
+        value: round(c.value, 3),
+        weight: crate::learned::SCORE_SCALE,
+        points: round(points, 2),
+        reason: format!(
+            "learned correction {:+.2} log-odds × {} points (±{} at most); most moved by: {}",
+            c.value,
+            crate::learned::SCORE_SCALE,
+            crate::learned::MAX_CORRECTION * crate::learned::SCORE_SCALE,
+            list_or_none(&moved)
+        ),
+    }
 }
 
 fn round(x: f64, decimals: i32) -> f64 {

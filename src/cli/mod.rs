@@ -110,6 +110,13 @@ pub enum Command {
         /// A folder of day folders, each with config.toml, labels.toml and feeds/
         #[arg(default_value = "tests/fixtures/eval")]
         dir: PathBuf,
+        /// Fit the learned weights on every day and write them to --out instead of
+        /// evaluating (rebuild to ship them)
+        #[arg(long)]
+        fit: bool,
+        /// Where --fit writes the weights
+        #[arg(long, default_value = "src/learned_model.tsv", requires = "fit")]
+        out: PathBuf,
     },
 }
 
@@ -357,12 +364,22 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             );
             Ok(())
         }
-        Command::Eval { dir } => {
-            let mut reports = Vec::new();
-            for day in crate::eval::load_days(&dir)? {
-                reports.push(crate::eval::evaluate(&day)?);
+        Command::Eval { dir, fit, out } => {
+            let days = crate::eval::load_days(&dir)?
+                .into_iter()
+                .map(crate::eval::load)
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            if fit {
+                std::fs::write(&out, crate::eval::fit_file(&days))
+                    .with_context(|| format!("Cannot write the weights to {}", out.display()))?;
+                println!(
+                    "Wrote the weights fitted on {} days to {}; rebuild to ship them, then run `kdigest eval`.",
+                    days.len(),
+                    out.display()
+                );
+                return Ok(());
             }
-            let (text, pass) = crate::eval::report(&reports);
+            let (text, pass) = crate::eval::run(&days);
             print!("{text}");
             if pass {
                 Ok(())

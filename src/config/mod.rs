@@ -277,6 +277,9 @@ pub struct RelevanceConfig {
     /// The systems this field's engineers use (vLLM, FlashAttention, cuBLAS, ...): a paper
     /// that builds on or measures against them lands in the readers' own stack.
     pub stack: Vec<String>,
+    /// Apply the learned corrections (`learned`, src/learned_model.tsv) on top of the
+    /// phrases; `false` leaves the phrase model alone.
+    pub learned: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]

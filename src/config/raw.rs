@@ -77,6 +77,8 @@ pub struct RawRelevance {
     pub field: Vec<String>,
     pub negative: Vec<String>,
     pub stack: Vec<String>,
+    /// Whether the learned corrections (src/learned_model.tsv) apply on top of the phrases.
+    pub learned: bool,
 }
 
 impl Default for RawRelevance {
@@ -94,6 +96,7 @@ impl Default for RawRelevance {
             field: b.field,
             negative: b.negative,
             stack: b.stack,
+            learned: true,
         }
     }
 }

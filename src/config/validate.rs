@@ -247,6 +247,7 @@ pub(super) fn validate_relevance(raw: RawRelevance) -> RelevanceConfig {
         field: phrases(&raw.field),
         negative: phrases(&raw.negative),
         stack: phrases(&raw.stack),
+        learned: raw.learned,
     }
 }
 

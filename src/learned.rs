@@ -1,0 +1,543 @@
+//! The learned part of the relevance and layer model: corrections to the phrase model,
+//! learned from the labelled days by regularised logistic regression. Pure and
+//! deterministic.
+//!
+//! The phrase lists (`classify`) and the score (`score`) stay the prior. For each event the
+//! phrase model gives a score `s` and, per layer, anchored points `p`. The learned model adds
+//! a correction made of word and word-pair features of the titles and texts:
+//!
+//! - relevance: log-odds = (s - min_score) / [`SCORE_SCALE`] + c, and the score gains a
+//!   `learned` component of [`SCORE_SCALE`] × c points: the event is in the digest when the
+//!   corrected score reaches `digest.min_score`, which is where the log-odds cross 0, so
+//!   training fits the very decision the digest makes;
+//! - layer L: log-odds = p - [`TAG_AT`] + c_L, and L is tagged when that is >= 0.
+//!
+//! c = bias + Σ weight × x over the event's features; x is 1 for a short text and
+//! sqrt([`REFERENCE_FEATURES`] / n) for one with n > [`REFERENCE_FEATURES`] features, so a
+//! long text does not collect weight by being long. With every weight at zero the model is
+//! the phrase model exactly, so regularisation pulls towards the prior, never towards
+//! nothing. c is clamped to ±[`MAX_CORRECTION`].
+//!
+//! Training ([`fit`]) minimises the class-weighted mean log loss plus an elastic-net penalty
+//! by accelerated proximal gradient (FISTA), a fixed number of steps from zero: the same
+//! examples give the same weights. `kdigest eval --fit` writes the weights to
+//! `src/learned_model.tsv`, which is reviewed like code and built into the binary.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt::Write as _;
+use std::sync::{Arc, LazyLock};
+
+use crate::classify::TAG_AT;
+use crate::model::Event;
+
+/// Score points per unit of log-odds.
+pub const SCORE_SCALE: f64 = 5.0;
+/// The most a correction moves an event's log-odds either way.
+pub const MAX_CORRECTION: f64 = 3.0;
+/// Texts with up to this many features count each in full.
+pub const REFERENCE_FEATURES: f64 = 100.0;
+/// Only the start of a text is read: what an item is about is said early.
+const TEXT_WORDS: usize = 200;
+/// Name of the relevance head in the weights file.
+pub const RELEVANCE: &str = "relevance";
+
+/// Words too common to mean anything alone; they still separate word pairs.
+const STOP_WORDS: &[&str] = &[
+    "a", "an", "and", "are", "as", "at", "be", "by", "can", "for", "from", "has", "have", "in",
+    "is", "it", "its", "of", "on", "or", "our", "that", "the", "their", "this", "to", "we",
+    "which", "with",
+];
+
+/// The shipped weights, trained by `kdigest eval --fit` on tests/fixtures/eval.
+const BUILTIN: &str = include_str!("learned_model.tsv");
+
+static BUILTIN_MODEL: LazyLock<Option<Arc<Learned>>> = LazyLock::new(|| {
+    let model = Learned::parse(BUILTIN).expect("src/learned_model.tsv parses");
+    (!model.is_empty()).then(|| Arc::new(model))
+});
+
+/// One logistic head: a bias and sparse feature weights.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Head {
+    pub bias: f64,
+    pub weights: HashMap<String, f64>,
+}
+
+/// A correction and the features that moved it most.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Correction {
+    /// In log-odds, clamped to ±MAX_CORRECTION.
+    pub value: f64,
+    /// The largest contributions (feature, weight × x), largest magnitude first.
+    pub top: Vec<(String, f64)>,
+}
+
+impl Head {
+    fn correct(&self, features: &Features) -> Correction {
+        let mut parts: Vec<(String, f64)> = features
+            .names
+            .iter()
+            .filter_map(|f| self.weights.get(f).map(|w| (f.clone(), w * features.x)))
+            .collect();
+        let sum: f64 = self.bias + parts.iter().map(|(_, c)| c).sum::<f64>();
+        parts.sort_by(|a, b| b.1.abs().total_cmp(&a.1.abs()).then_with(|| a.0.cmp(&b.0)));
+        parts.truncate(5);
+        Correction {
+            value: sum.clamp(-MAX_CORRECTION, MAX_CORRECTION),
+            top: parts,
+        }
+    }
+}
+
+/// The learned heads: relevance, and one per layer it was trained on.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Learned {
+    pub relevance: Head,
+    pub layers: BTreeMap<String, Head>,
+}
+
+/// An event's features: distinct names, and the value each present feature has.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Features {
+    pub names: Vec<String>,
+    pub x: f64,
+}
+
+impl Learned {
+    /// The weights built into the binary; None when the file holds none.
+    pub fn builtin() -> Option<Arc<Learned>> {
+        BUILTIN_MODEL.clone()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.relevance == Head::default() && self.layers.values().all(|h| *h == Head::default())
+    }
+
+    pub fn relevance(&self, features: &Features) -> Correction {
+        self.relevance.correct(features)
+    }
+
+    /// None for a layer the model was not trained on: the phrase rule alone decides it.
+    pub fn layer(&self, name: &str, features: &Features) -> Option<Correction> {
+        self.layers.get(name).map(|h| h.correct(features))
+    }
+
+    /// Reads the tab-separated weights file: `head<TAB>feature<TAB>weight` lines, the feature
+    /// `(bias)` for the bias; `#` starts a comment line.
+    pub fn parse(text: &str) -> Result<Learned, String> {
+        let mut model = Learned::default();
+        for (n, line) in text.lines().enumerate() {
+            if line.trim().is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let fields: Vec<&str> = line.split('\t').collect();
+            let [head, feature, weight] = fields[..] else {
+                return Err(format!(
+                    "line {}: expected head, feature and weight separated by tabs",
+                    n + 1
+                ));
+            };
+            let weight: f64 = weight
+                .parse()
+                .ok()
+                .filter(|w: &f64| w.is_finite())
+                .ok_or_else(|| format!("line {}: weight {weight:?} is not a number", n + 1))?;
+            let head = if head == RELEVANCE {
+                &mut model.relevance
+            } else {
+                model.layers.entry(head.to_string()).or_default()
+            };
+            if feature == BIAS {
+                head.bias = weight;
+            } else {
+                head.weights.insert(feature.to_string(), weight);
+            }
+        }
+        Ok(model)
+    }
+
+    /// The weights file, heads in order, features by weight (largest first) then name.
+    pub fn to_tsv(&self, header: &str) -> String {
+        let mut out = String::new();
+        for line in header.lines() {
+            let _ = writeln!(out, "# {line}");
+        }
+        let heads = std::iter::once((RELEVANCE, &self.relevance))
+            .chain(self.layers.iter().map(|(n, h)| (n.as_str(), h)));
+        for (name, head) in heads {
+            let _ = writeln!(out, "{name}\t{BIAS}\t{:.4}", head.bias);
+            let mut weights: Vec<(&String, &f64)> = head.weights.iter().collect();
+            weights.sort_by(|a, b| b.1.total_cmp(a.1).then_with(|| a.0.cmp(b.0)));
+            for (feature, weight) in weights {
+                let _ = writeln!(out, "{name}\t{feature}\t{weight:.4}");
+            }
+        }
+        out
+    }
+}
+
+const BIAS: &str = "(bias)";
+
+/// Lower-case words of a text: letters and digits, numbers folded to `#`.
+fn words(text: &str, limit: usize) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .take(limit)
+        .map(|w| {
+            if w.chars().all(|c| c.is_ascii_digit()) {
+                "#".to_string()
+            } else {
+                w.to_lowercase()
+            }
+        })
+        .collect()
+}
+
+/// Words (not stop words) and pairs of neighbouring non-stop words, `prefix`ed.
+fn ngrams(text: &str, limit: usize, prefix: &str, out: &mut BTreeSet<String>) {
+    let kept: Vec<String> = words(text, limit)
+        .into_iter()
+        .filter(|w| !STOP_WORDS.contains(&w.as_str()) && w != "#")
+        .collect();
+    for (i, w) in kept.iter().enumerate() {
+        out.insert(format!("{prefix}{w}"));
+        if let Some(next) = kept.get(i + 1) {
+            out.insert(format!("{prefix}{w} {next}"));
+        }
+    }
+}
+
+/// The features of an event: title n-grams (`t:`), text n-grams of the first
+/// [`TEXT_WORDS`] words of each item, and the primary item's kind (`kind:paper`).
+pub fn features(event: &Event) -> Features {
+    let mut names = BTreeSet::new();
+    for item in &event.items {
+        ngrams(&item.title, usize::MAX, "t:", &mut names);
+        ngrams(&item.text, TEXT_WORDS, "", &mut names);
+    }
+    let n = names.len() as f64;
+    names.insert(format!("kind:{:?}", event.primary().kind).to_lowercase());
+    Features {
+        names: names.into_iter().collect(),
+        x: (REFERENCE_FEATURES / n.max(REFERENCE_FEATURES)).sqrt(),
+    }
+}
+
+/// The relevance prior in log-odds, from the phrase model's score and the digest's
+/// threshold.
+pub fn relevance_prior(score: f64, min_score: f64) -> f64 {
+    ((score - min_score) / SCORE_SCALE).clamp(-4.0, 4.0)
+}
+
+/// A layer's prior in log-odds, from its anchored phrase points.
+pub fn layer_prior(points: f64) -> f64 {
+    (points - TAG_AT).clamp(-4.0, 4.0)
+}
+
+/// One labelled event, as training reads it.
+#[derive(Debug, Clone)]
+pub struct Example {
+    pub features: Features,
+    /// The score without the learned component, and the threshold it is held to.
+    pub score: f64,
+    pub min_score: f64,
+    /// Anchored phrase points per layer name (layers without points are absent).
+    pub layer_points: BTreeMap<String, f64>,
+    /// None for an event an editor could run or leave out: it trains no relevance.
+    pub relevant: Option<bool>,
+    /// The labelled layers of a relevant event.
+    pub layers: BTreeSet<String>,
+}
+
+/// Training settings; [`FitParams::default`] is what `kdigest eval --fit` and the
+/// cross-validation use.
+#[derive(Debug, Clone, Copy)]
+pub struct FitParams {
+    pub l2: f64,
+    pub l1: f64,
+    pub steps: usize,
+    /// The share of the total weight the relevant events carry (the rest: irrelevant ones).
+    pub positive_share: f64,
+    /// The same for the layer heads: events with the layer against those without.
+    pub layer_positive_share: f64,
+}
+
+impl Default for FitParams {
+    fn default() -> FitParams {
+        // Chosen by the cross-validated figures of `kdigest eval` (docs/scoring.md).
+        FitParams {
+            l2: 0.01,
+            l1: 0.002,
+            steps: 300,
+            positive_share: 0.3,
+            layer_positive_share: 0.6,
+        }
+    }
+}
+
+/// Trains the relevance head on events labelled relevant or irrelevant, and one head per
+/// layer on the relevant events.
+pub fn fit(examples: &[Example], layer_names: &[String], params: FitParams) -> Learned {
+    let relevance_rows: Vec<(&Example, bool, f64)> = examples
+        .iter()
+        .filter_map(|e| {
+            e.relevant
+                .map(|r| (e, r, relevance_prior(e.score, e.min_score)))
+        })
+        .collect();
+    let relevance = train(&relevance_rows, params);
+    let relevant: Vec<&Example> = examples
+        .iter()
+        .filter(|e| e.relevant == Some(true))
+        .collect();
+    let layers = layer_names
+        .iter()
+        .map(|name| {
+            let rows: Vec<(&Example, bool, f64)> = relevant
+                .iter()
+                .map(|e| {
+                    let points = e.layer_points.get(name).copied().unwrap_or(0.0);
+                    (*e, e.layers.contains(name), layer_prior(points))
+                })
+                .collect();
+            (
+                name.clone(),
+                train(
+                    &rows,
+                    FitParams {
+                        positive_share: params.layer_positive_share,
+                        ..params
+                    },
+                ),
+            )
+        })
+        .collect();
+    Learned { relevance, layers }
+}
+
+/// Logistic regression with a fixed offset (the prior) per row, elastic net on the feature
+/// weights, the bias free. Features are indexed in name order so the sums run in one order.
+fn train(rows: &[(&Example, bool, f64)], params: FitParams) -> Head {
+    let positives = rows.iter().filter(|r| r.1).count();
+    let negatives = rows.len() - positives;
+    if positives == 0 || negatives == 0 {
+        return Head::default();
+    }
+    // A feature seen in one training event only is that event's name, not the field's.
+    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+    for (e, _, _) in rows {
+        for f in &e.features.names {
+            *seen.entry(f.as_str()).or_default() += 1;
+        }
+    }
+    let vocabulary: Vec<&str> = seen
+        .into_iter()
+        .filter(|(_, n)| *n >= 2)
+        .map(|(f, _)| f)
+        .collect();
+    let index: HashMap<&str, usize> = vocabulary
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (*f, i))
+        .collect();
+    let sparse: Vec<Vec<usize>> = rows
+        .iter()
+        .map(|(e, _, _)| {
+            e.features
+                .names
+                .iter()
+                .filter_map(|f| index.get(f.as_str()).copied())
+                .collect()
+        })
+        .collect();
+    let weight_of = |positive: bool| {
+        if positive {
+            params.positive_share / positives as f64
+        } else {
+            (1.0 - params.positive_share) / negatives as f64
+        }
+    };
+    // Step size from the largest squared row norm (x² per feature, plus the bias).
+    let max_norm = rows
+        .iter()
+        .zip(&sparse)
+        .map(|((e, _, _), f)| f.len() as f64 * e.features.x * e.features.x + 1.0)
+        .fold(1.0, f64::max);
+    let max_weight = weight_of(true).max(weight_of(false));
+    let step = 1.0 / (0.25 * max_norm * max_weight * rows.len() as f64 + params.l2);
+
+    let dims = vocabulary.len() + 1; // the last is the bias
+    let mut w = vec![0.0; dims];
+    let mut previous = w.clone();
+    let mut y = w.clone();
+    let mut t = 1.0_f64;
+    let mut grad = vec![0.0; dims];
+    for _ in 0..params.steps {
+        grad.iter_mut().for_each(|g| *g = 0.0);
+        for ((e, positive, prior), f) in rows.iter().zip(&sparse) {
+            let x = e.features.x;
+            let z = prior + y[dims - 1] + f.iter().map(|&j| y[j]).sum::<f64>() * x;
+            let p = 1.0 / (1.0 + (-z).exp());
+            let target = if *positive { 1.0 } else { 0.0 };
+            let g = (p - target) * weight_of(*positive);
+            for &j in f {
+                grad[j] += g * x;
+            }
+            grad[dims - 1] += g;
+        }
+        for j in 0..dims {
+            let mut v = y[j] - step * grad[j];
+            if j + 1 < dims {
+                // Proximal step: L2 shrink, then L1 soft threshold.
+                v /= 1.0 + step * params.l2;
+                let cut = step * params.l1;
+                v = v.signum() * (v.abs() - cut).max(0.0);
+            }
+            previous[j] = w[j];
+            w[j] = v;
+        }
+        let next_t = (1.0 + (1.0 + 4.0 * t * t).sqrt()) / 2.0;
+        let momentum = (t - 1.0) / next_t;
+        for j in 0..dims {
+            y[j] = w[j] + momentum * (w[j] - previous[j]);
+        }
+        t = next_t;
+    }
+    Head {
+        bias: w[dims - 1],
+        weights: vocabulary
+            .iter()
+            .zip(&w)
+            .filter(|(_, v)| v.abs() >= 0.005)
+            .map(|(f, v)| (f.to_string(), *v))
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn example(text: &str, score: f64, relevant: bool) -> Example {
+        let event = crate::model::Event {
+            id: "e".into(),
+            items: vec![crate::model::Item {
+                key: "k".into(),
+                source: "s".into(),
+                kind: crate::model::ItemKind::Post,
+                title: String::new(),
+                url: String::new(),
+                text: text.into(),
+                published: chrono::Utc::now(),
+                release: None,
+                arxiv_id: None,
+                cited_arxiv: vec![],
+            }],
+        };
+        Example {
+            features: features(&event),
+            score,
+            min_score: 60.0,
+            layer_points: BTreeMap::new(),
+            relevant: Some(relevant),
+            layers: BTreeSet::new(),
+        }
+    }
+
+    #[test]
+    fn features_are_words_and_pairs_without_stop_words_numbers_folded() {
+        let e = example("The NVSHMEM library on 8 GPUs", 0.0, true);
+        assert_eq!(
+            e.features.names,
+            vec![
+                "gpus",
+                "kind:post",
+                "library",
+                "library gpus",
+                "nvshmem",
+                "nvshmem library"
+            ]
+        );
+        assert_eq!(e.features.x, 1.0);
+    }
+
+    #[test]
+    fn training_learns_a_word_the_phrases_lack_and_is_deterministic() {
+        // "nvshmem" marks relevance the phrase score (55, under the threshold) misses;
+        // "billing" marks irrelevance where the score (65) says relevant.
+        let mut rows = Vec::new();
+        for i in 0..6 {
+            rows.push(example(
+                &format!("nvshmem collectives variant{i}"),
+                55.0,
+                true,
+            ));
+            rows.push(example(
+                &format!("per minute billing offer{i}"),
+                65.0,
+                false,
+            ));
+            rows.push(example(
+                &format!("tensor core kernels paper{i}"),
+                75.0,
+                true,
+            ));
+            rows.push(example(&format!("protein folding study{i}"), 30.0, false));
+        }
+        let params = FitParams::default();
+        let model = fit(&rows, &[], params);
+        assert_eq!(
+            model,
+            fit(&rows, &[], params),
+            "same examples, same weights"
+        );
+        let logit = |e: &Example| {
+            relevance_prior(e.score, e.min_score) + model.relevance(&e.features).value
+        };
+        assert!(logit(&example("nvshmem collectives new", 55.0, true)) > 0.0);
+        assert!(logit(&example("per minute billing new", 65.0, false)) < 0.0);
+        let top = model
+            .relevance(&example("nvshmem collectives", 55.0, true).features)
+            .top;
+        assert!(
+            top.iter()
+                .any(|(f, c)| f.starts_with("nvshmem") && *c > 0.0),
+            "{top:?}"
+        );
+    }
+
+    #[test]
+    fn the_weights_file_round_trips_and_bad_lines_are_named() {
+        let mut model = Learned::default();
+        model.relevance.bias = -0.5;
+        model.relevance.weights.insert("t:nvshmem".into(), 0.75);
+        model
+            .layers
+            .entry("runtime".into())
+            .or_default()
+            .weights
+            .insert("collectives".into(), 1.25);
+        let text = model.to_tsv("trained on test data");
+        assert!(text.starts_with("# trained on test data\n"));
+        assert_eq!(Learned::parse(&text).unwrap(), model);
+        let err = Learned::parse("relevance\tx\tmany").unwrap_err();
+        assert!(
+            err.contains("line 1") && err.contains("not a number"),
+            "{err}"
+        );
+        assert!(
+            Learned::parse("relevance x 1")
+                .unwrap_err()
+                .contains("tabs")
+        );
+    }
+
+    #[test]
+    fn an_empty_model_changes_nothing() {
+        let model = Learned::default();
+        let e = example("anything at all", 50.0, true);
+        assert_eq!(model.relevance(&e.features).value, 0.0);
+        assert!(model.layer("runtime", &e.features).is_none());
+        assert!(model.is_empty());
+    }
+}
