@@ -404,6 +404,7 @@ mod tests {
                 field: words(&["ml systems"]),
                 negative: words(&["robot"]),
                 stack: words(&["vllm"]),
+                learned: false,
             },
         )
     }

@@ -1,7 +1,9 @@
 //! Items -> events: items about the same thing become one event that lists all its sources.
 //!
 //! Two items join when they share an arXiv id, share a normalised URL, when one links the
-//! other's arXiv paper (a blog post about a paper), or when their titles are near-identical.
+//! other's arXiv paper (a blog post about a paper), when a post's title announces a release's
+//! project and version ("… in NVIDIA NCCL 2.28" and the release NCCL v2.28.3-1 of
+//! NVIDIA/nccl; see [`announcements`]), or when their titles are near-identical.
 //! Title similarity is the Jaccard index of the sets of lower-cased alphanumeric words; pairs
 //! at or above `digest.title_similarity` (default 0.8) join. Candidate pairs come from
 //! prefix filtering (Chaudhuri et al. 2006; Bayardo et al. 2007): with tokens ordered rarest
@@ -49,7 +51,10 @@ pub fn cluster(mut items: Vec<Item>, title_similarity: f64) -> Vec<Event> {
             }
         }
     }
-    for (i, j) in similar_titles(&items, title_similarity) {
+    for (i, j) in similar_titles(&items, title_similarity)
+        .into_iter()
+        .chain(announcements(&items))
+    {
         sets.union(i, j);
     }
 
@@ -86,6 +91,80 @@ fn primacy(kind: ItemKind) -> u8 {
         ItemKind::Release => 1,
         ItemKind::Post => 2,
     }
+}
+
+/// A version in a title: "v2.28.3-1", "2.28", "0.3.0" (two parts at least, so "H100" or
+/// "3" is not one).
+static VERSION: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+    regex::Regex::new(r"(?i)(?:^|[^\w.])v?(\d+(?:\.\d+)+)").expect("valid regex")
+});
+
+fn versions(title: &str) -> Vec<Vec<u64>> {
+    VERSION
+        .captures_iter(title)
+        .filter_map(|c| {
+            c[1].split('.')
+                .map(|p| p.parse::<u64>().ok())
+                .collect::<Option<Vec<u64>>>()
+        })
+        .collect()
+}
+
+/// Whether `name` occurs in `text` (both lower-case) as whole words.
+fn names_word(text: &str, name: &str) -> bool {
+    let boundary = |c: Option<char>| !c.is_some_and(char::is_alphanumeric);
+    text.match_indices(name).any(|(at, _)| {
+        boundary(text[..at].chars().next_back()) && boundary(text[at + name.len()..].chars().next())
+    })
+}
+
+/// Pairs (release, post): the post's title names the release's project (the repository of
+/// its source, "NVIDIA/nccl" -> "nccl", or the words of its title before the version,
+/// "CUTLASS 4.2.0" -> "cutlass") and a version that the release's version starts with
+/// ("NCCL 2.28" announces 2.28.3-1; "Speculators v0.3.0" announces v0.3.0). A vendor's
+/// post about a release and the release are one story, the release leading.
+fn announcements(items: &[Item]) -> Vec<(usize, usize)> {
+    let releases: Vec<(usize, Vec<String>, Vec<u64>)> = items
+        .iter()
+        .enumerate()
+        .filter(|(_, i)| i.kind == ItemKind::Release)
+        .filter_map(|(n, i)| {
+            let version = versions(&i.title).into_iter().next()?;
+            let mut names = Vec::new();
+            if let Some((_, repo)) = i.source.rsplit_once('/') {
+                names.push(repo.trim().to_lowercase());
+            }
+            let before = VERSION
+                .find(&i.title)
+                .map_or("", |m| &i.title[..m.start()])
+                .trim()
+                .trim_end_matches(['-', ':'])
+                .trim()
+                .to_lowercase();
+            names.push(before);
+            names.retain(|n| n.chars().filter(|c| c.is_alphanumeric()).count() >= 3);
+            Some((n, names, version))
+        })
+        .collect();
+    if releases.is_empty() {
+        return Vec::new();
+    }
+    let mut pairs = Vec::new();
+    for (p, post) in items.iter().enumerate() {
+        if post.kind != ItemKind::Post {
+            continue;
+        }
+        let title = post.title.to_lowercase();
+        let mentioned = versions(&title);
+        for (r, names, version) in &releases {
+            let announces = names.iter().any(|n| names_word(&title, n))
+                && mentioned.iter().any(|v| version.starts_with(v));
+            if announces {
+                pairs.push((*r, p));
+            }
+        }
+    }
+    pairs
 }
 
 pub fn title_tokens(title: &str) -> Vec<String> {
@@ -218,6 +297,61 @@ mod tests {
             arxiv_id: None,
             cited_arxiv: vec![],
         }
+    }
+
+    #[test]
+    fn a_post_announcing_a_release_joins_it_and_the_release_leads() {
+        let release = |key: &str, title: &str, source: &str| {
+            item(
+                key,
+                source,
+                ItemKind::Release,
+                title,
+                &format!("https://github.com/{source}/releases/tag/{key}"),
+            )
+        };
+        let post = |key: &str, title: &str| {
+            item(
+                key,
+                "NVIDIA Technical Blog",
+                ItemKind::Post,
+                title,
+                &format!("https://developer.nvidia.com/blog/{key}/"),
+            )
+        };
+        let items = vec![
+            release("v2.28.3-1", "NCCL v2.28.3-1", "NVIDIA/nccl"),
+            post(
+                "p1",
+                "Fusing Communication and Compute with New Device API in NVIDIA NCCL 2.28",
+            ),
+            // The repository name when the release title is only a version.
+            release("v0.3.0", "v0.3.0", "vllm-project/speculators"),
+            post(
+                "p2",
+                "Diving into speculative decoding training support for vLLM with Speculators v0.3.0",
+            ),
+            // Another version, a version without the name, the name without a version.
+            post("p3", "What changed in NCCL 2.27"),
+            post("p4", "Profiling collectives at 2.28 GB/s"),
+            post("p5", "NCCL tuning for MI300X"),
+        ];
+        let events = cluster(items, 0.8);
+        let joined: Vec<Vec<&str>> = events
+            .iter()
+            .filter(|e| e.items.len() > 1)
+            .map(|e| e.items.iter().map(|i| i.title.as_str()).collect())
+            .collect();
+        assert_eq!(joined.len(), 2, "{joined:?}");
+        assert!(joined.contains(&vec![
+            "NCCL v2.28.3-1",
+            "Fusing Communication and Compute with New Device API in NVIDIA NCCL 2.28"
+        ]));
+        assert!(joined.contains(&vec![
+            "v0.3.0",
+            "Diving into speculative decoding training support for vLLM with Speculators v0.3.0"
+        ]));
+        assert_eq!(events.len(), 5);
     }
 
     #[test]
