@@ -16,11 +16,11 @@ use serde_json::{Value, json};
 
 use crate::helpers::{fixture_config, open_store, spawn_feed_server};
 
-const KEY: &str = "sk-test-secret-value-123";
+pub(crate) const KEY: &str = "sk-test-secret-value-123";
 /// The day's headline and overview as a model writes them: versions shorter than the tags,
 /// Chinese around the sources' figures.
-const HEADLINE: &str = "CUTLASS 5.0 与 Triton 3.6 发布，另有四篇内核与编译论文";
-const OVERVIEW: &str = "CUTLASS 5.0 让 CuTe DSL 成为主要接口，FP4 GEMM 最高比 cuBLAS 快 1.6 倍；TileFuse 在 B200 上达到 1,530 TFLOPS。";
+pub(crate) const HEADLINE: &str = "CUTLASS 5.0 与 Triton 3.6 发布，另有四篇内核与编译论文";
+pub(crate) const OVERVIEW: &str = "CUTLASS 5.0 让 CuTe DSL 成为主要接口，FP4 GEMM 最高比 cuBLAS 快 1.6 倍；TileFuse 在 B200 上达到 1,530 TFLOPS。";
 
 #[derive(Default)]
 struct Mock {
@@ -29,7 +29,7 @@ struct Mock {
 }
 
 /// A chat completion as DeepSeek answers it, with its `usage`.
-fn reply(content: &str, finish: &str) -> Response {
+pub(crate) fn reply(content: &str, finish: &str) -> Response {
     Json(json!({
         "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}],
         "usage": {"prompt_tokens": 1000, "completion_tokens": 100, "total_tokens": 1100},
@@ -38,7 +38,7 @@ fn reply(content: &str, finish: &str) -> Response {
 }
 
 /// A good reply in the digest's language (zh-CN, the demo's): the guard refuses others.
-fn good(summary: &str) -> String {
+pub(crate) fn good(summary: &str) -> String {
     json!({"summary": summary, "why_it_matters": "它改变了内核的编写方式。", "brief": summary, "watch": "关注后续采用情况。"})
         .to_string()
 }
