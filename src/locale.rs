@@ -62,6 +62,11 @@ impl Locale {
         Locale::load(language, None).expect("built-in locale tables parse")
     }
 
+    /// Every phrase of the table: words a checked LLM reply may use (`summarize::guard`).
+    pub fn phrases(&self) -> impl Iterator<Item = &str> {
+        self.entries.values().map(String::as_str)
+    }
+
     pub fn get<'a>(&'a self, key: &'a str) -> &'a str {
         self.entries.get(key).map_or(key, String::as_str)
     }

@@ -213,8 +213,8 @@ pub struct DigestEvent {
     /// True when the LLM was asked but this event fell back to extractive text.
     #[serde(default)]
     pub llm_fallback: bool,
-    /// Why it fell back: `timeout`, `deadline`, `http`, `number`, `link`, `too_long` or
-    /// `json`.
+    /// Why it fell back: `timeout`, `deadline`, `http`, `json`, `schema`, `too_long`,
+    /// `link`, `number`, `name` or `language`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub llm_fallback_reason: Option<String>,
     /// What kdigest wrote for this event in the other reader languages, by language, where

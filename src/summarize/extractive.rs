@@ -603,7 +603,7 @@ fn ends_with_abbreviation(s: &str) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     #[test]
     fn figures_read_as_written() {
         assert_eq!(spaced_figure("1,530TFLOPS"), "1,530 TFLOPS");
@@ -651,7 +651,9 @@ mod tests {
         );
     }
 
-    fn candidate(kind: ItemKind, text: &str, layers: &[&str]) -> Candidate {
+    /// A one-item candidate titled "Some release", without a link: shared by the sibling
+    /// modules' tests.
+    pub(crate) fn candidate(kind: ItemKind, text: &str, layers: &[&str]) -> Candidate {
         use crate::classify::Classification;
         use crate::model::{Event, Item, Score};
         use crate::score::Assessment;

@@ -2,21 +2,23 @@
 //! validation every reply must pass before it is used.
 //!
 //! Feed text is untrusted: it goes to the model as JSON data under a system prompt that says
-//! so, and the reply is checked, not trusted: the JSON shape and lengths, every number must
-//! be a source figure, however written ([`super::numbers`]), and no link may appear that is not one of the event's sources.
+//! so, and the reply is checked, not trusted: the HTTP envelope and the JSON the model wrote
+//! are parsed against one strict schema (exact types, no unknown fields in the reply), the
+//! lengths are bounded, every number must be a source figure, however written
+//! ([`super::numbers`]), and [`super::guard`] refuses links that are not the event's sources,
+//! names no source mentions and text in another script than the digest's language.
 //! A reply that fails any check (or a request that fails after retries) makes that event fall
 //! back to extractive text. Validated replies are cached in the store by (model, prompt hash).
 
-use std::sync::LazyLock;
 use std::time::Duration;
 
 use futures::StreamExt;
-use regex::Regex;
 use serde::Deserialize;
 use serde_json::json;
 use sha2::{Digest as _, Sha256};
 
 use super::extractive;
+use super::guard::{self, Allowed};
 use crate::config::{ConfigError, LlmConfig, Secret};
 use crate::digest::Candidate;
 use crate::locale::Locale;
@@ -44,12 +46,18 @@ pub enum LlmError {
     Empty,
     #[error("LLM reply is not the expected JSON: {0}")]
     Shape(String),
+    #[error("LLM reply does not match the schema: {0}")]
+    Schema(String),
     #[error("LLM reply field {0} has {1} characters, more than {2}")]
     TooLong(&'static str, usize, usize),
     #[error("LLM reply contains the number {0}, which is not in the source text")]
     UnfaithfulNumber(String),
     #[error("LLM reply contains a link that is not one of the event's sources: {0}")]
     ForeignLink(String),
+    #[error("LLM reply names {0}, which no source of the event mentions")]
+    UnknownName(String),
+    #[error("LLM reply field {0} is not in the digest's language ({1})")]
+    WrongLanguage(&'static str, String),
 }
 
 impl LlmError {
@@ -62,7 +70,20 @@ impl LlmError {
             LlmError::UnfaithfulNumber(_) => "number",
             LlmError::ForeignLink(_) => "link",
             LlmError::TooLong(..) => "too_long",
+            LlmError::Schema(_) => "schema",
+            LlmError::UnknownName(_) => "name",
+            LlmError::WrongLanguage(..) => "language",
             LlmError::Truncated | LlmError::Empty | LlmError::Shape(_) => "json",
+        }
+    }
+
+    /// A parse failure: malformed JSON (syntax, cut off) is `Shape`, well-formed JSON of
+    /// the wrong shape (missing or unknown fields, wrong types) is `Schema`.
+    pub(super) fn parse(what: &str, error: &serde_json::Error) -> LlmError {
+        if error.is_data() {
+            LlmError::Schema(format!("{what}: {error}"))
+        } else {
+            LlmError::Shape(format!("{what}: {error}"))
         }
     }
 
@@ -138,9 +159,13 @@ impl LlmClient {
     ) -> Summaries {
         *self.usage.lock().expect("usage lock") = LlmUsage::default();
         let deadline = tokio::time::Instant::now() + self.deadline;
+        let policy = &Policy {
+            language: language.to_string(),
+            allowed: Allowed::new(language, locale),
+        };
         let results: Vec<Result<EventText, LlmError>> = futures::stream::iter(candidates)
             .map(|c| async move {
-                tokio::time::timeout_at(deadline, self.summarize_one(c, language, budget, store))
+                tokio::time::timeout_at(deadline, self.summarize_one(c, policy, budget, store))
                     .await
                     .unwrap_or(Err(LlmError::Deadline))
             })
@@ -165,7 +190,7 @@ impl LlmClient {
         let headline = if candidates.is_empty() {
             None
         } else {
-            let asked = self.headline(candidates, &texts, language, store);
+            let asked = self.headline(candidates, &texts, policy, store);
             match tokio::time::timeout_at(deadline, asked)
                 .await
                 .unwrap_or(Err(LlmError::Deadline))
@@ -255,12 +280,18 @@ impl LlmClient {
         &self,
         candidates: &[Candidate],
         texts: &[EventText],
-        language: &str,
+        policy: &Policy,
         store: &Store,
     ) -> Result<Headline, LlmError> {
-        let body = headline_request(&self.model, candidates, texts, language, self.max_tokens);
+        let body = headline_request(
+            &self.model,
+            candidates,
+            texts,
+            &policy.language,
+            self.max_tokens,
+        );
         self.ask_checked(&body, store, |reply| {
-            validate_headline(reply, candidates, language)
+            validate_headline(reply, candidates, policy)
         })
         .await
     }
@@ -268,13 +299,21 @@ impl LlmClient {
     async fn summarize_one(
         &self,
         candidate: &Candidate,
-        language: &str,
+        policy: &Policy,
         budget: usize,
         store: &Store,
     ) -> Result<EventText, LlmError> {
-        let body = request_body(&self.model, candidate, language, budget, self.max_tokens);
-        self.ask_checked(&body, store, |reply| validate(reply, candidate, budget))
-            .await
+        let body = request_body(
+            &self.model,
+            candidate,
+            &policy.language,
+            budget,
+            self.max_tokens,
+        );
+        self.ask_checked(&body, store, |reply| {
+            validate(reply, candidate, budget, policy)
+        })
+        .await
     }
 
     /// A validated reply to `body`: from the cache (by model and request hash) when a cached
@@ -337,13 +376,16 @@ impl LlmClient {
             let retry_after = crate::fetch::retry_after(response.headers());
             return (Err(LlmError::Status(status.as_u16())), retry_after);
         }
-        let parsed: Result<ChatResponse, _> = response.json().await;
-        let result = match parsed {
-            Err(e) if e.is_timeout() => Err(LlmError::Timeout),
-            Err(e) => Err(LlmError::Shape(format!(
-                "response body: {}",
-                e.without_url()
-            ))),
+        let body = match response.bytes().await {
+            Ok(b) => b,
+            Err(e) if e.is_timeout() => return (Err(LlmError::Timeout), None),
+            Err(e) => return (Err(LlmError::Transport(e.without_url().to_string())), None),
+        };
+        let result = match serde_json::from_slice::<ChatResponse>(&body) {
+            Err(e) => Err(LlmError::parse("response body", &e)),
+            Ok(chat) if chat.error.is_some() => Err(LlmError::Schema(
+                "response body: an error object instead of a completion".into(),
+            )),
             Ok(chat) => {
                 let mut usage = self.usage.lock().expect("usage lock");
                 usage.requests += 1;
@@ -358,7 +400,7 @@ impl LlmClient {
                         Err(LlmError::Truncated)
                     }
                     Some(choice) => {
-                        let content = choice.message.content.unwrap_or_default();
+                        let content = choice.message.content;
                         if content.trim().is_empty() {
                             Err(LlmError::Empty)
                         } else {
@@ -372,11 +414,17 @@ impl LlmClient {
     }
 }
 
+/// The HTTP envelope of a completion. Exact types for what is read (`content` must be a
+/// string: an array, object or null refuses the reply) and an `error` object refuses it even
+/// beside `choices`. Unknown fields are allowed here, unlike in the model's own JSON:
+/// providers add their own (`id`, `system_fingerprint`, `reasoning_content`, ...).
 #[derive(Deserialize)]
 struct ChatResponse {
     choices: Vec<Choice>,
     #[serde(default)]
     usage: Option<ApiUsage>,
+    #[serde(default)]
+    error: Option<serde::de::IgnoredAny>,
 }
 
 #[derive(Deserialize)]
@@ -395,7 +443,24 @@ struct Choice {
 
 #[derive(Deserialize)]
 struct ChatMessage {
-    content: Option<String>,
+    content: String,
+}
+
+/// The JSON the model writes for one event: exactly these four strings.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReplyText {
+    summary: String,
+    why_it_matters: String,
+    brief: String,
+    watch: String,
+}
+
+/// What a reply is checked against besides its event: the digest's language and the
+/// words it may capitalise without a source (see [`super::guard`]).
+pub struct Policy {
+    pub language: String,
+    pub allowed: Allowed,
 }
 
 fn language_name(language: &str) -> &'static str {
@@ -464,12 +529,9 @@ pub(super) fn chat_body(
     })
 }
 
-static LINK: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"(?i)\b(?:https?://|www\.)[^\s)\]>\x22']+").expect("valid regex"));
-
-/// The first link in a text, if any.
+/// The first link in a text, in any form, if any.
 pub(super) fn first_link(text: &str) -> Option<String> {
-    LINK.find(text).map(|m| m.as_str().to_string())
+    guard::foreign_link(text, &guard::Sources::new(&[], &[]))
 }
 
 /// Events the headline request describes, at most: the top of the day.
@@ -513,15 +575,16 @@ pub fn headline_request(
 pub fn validate_headline(
     reply: &str,
     candidates: &[Candidate],
-    language: &str,
+    policy: &Policy,
 ) -> Result<Headline, LlmError> {
     #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
     struct Reply {
         headline: String,
         overview: String,
     }
-    let r: Reply =
-        serde_json::from_str(strip_fence(reply)).map_err(|e| LlmError::Shape(e.to_string()))?;
+    let r: Reply = serde_json::from_str(strip_fence(reply))
+        .map_err(|e| LlmError::parse("headline reply", &e))?;
     for (field, value, max) in [
         ("headline", &r.headline, 150),
         ("overview", &r.overview, 900),
@@ -540,9 +603,10 @@ pub fn validate_headline(
         .flat_map(|c| &c.event.items)
         .collect();
     // A headline names no link at all.
-    check_against_sources(&format!("{}\n{}", r.headline, r.overview), &items, &[])?;
+    let fields = [("headline", &r.headline), ("overview", &r.overview)];
+    check_against_sources(&fields, &items, &[], policy)?;
     Ok(Headline {
-        language: language.to_string(),
+        language: policy.language.clone(),
         title: crate::text::collapse_whitespace(r.headline.trim()),
         overview: r.overview.trim().to_string(),
     })
@@ -558,8 +622,24 @@ pub(super) fn strip_fence(reply: &str) -> &str {
 }
 
 /// What a reply wrote, against its sources: every number a figure of their titles and
-/// texts ([`super::numbers`]), every link one of `links` (normalised).
-fn check_against_sources(written: &str, items: &[&Item], links: &[&str]) -> Result<(), LlmError> {
+/// texts ([`super::numbers`]), every link one of `links`, every name in them, every field in
+/// the digest's script ([`super::guard`]). The checks run in that order, so a reply with an
+/// invented link is refused for the link even when it is also in the wrong language.
+fn check_against_sources(
+    fields: &[(&'static str, &String)],
+    items: &[&Item],
+    links: &[&str],
+    policy: &Policy,
+) -> Result<(), LlmError> {
+    let written = fields
+        .iter()
+        .map(|(_, v)| v.as_str())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let sources = guard::Sources::new(items, links);
+    if let Some(link) = guard::foreign_link(&written, &sources) {
+        return Err(LlmError::ForeignLink(link));
+    }
     let mut source_text = String::new();
     for item in items {
         source_text.push_str(&item.title);
@@ -567,26 +647,41 @@ fn check_against_sources(written: &str, items: &[&Item], links: &[&str]) -> Resu
         source_text.push_str(&item.text);
         source_text.push('\n');
     }
-    if let Some(n) = super::numbers::unsupported(written, &source_text)
+    if let Some(n) = super::numbers::unsupported(&written, &source_text)
         .into_iter()
         .next()
     {
         return Err(LlmError::UnfaithfulNumber(n));
     }
-    for link in LINK.find_iter(written) {
-        let normalized = crate::text::normalize_url(link.as_str()).unwrap_or_default();
-        if !links.contains(&normalized.as_str()) {
-            return Err(LlmError::ForeignLink(link.as_str().to_string()));
+    for (_, value) in fields {
+        if let Some(name) = guard::unknown_name(value, &sources, &policy.allowed) {
+            return Err(LlmError::UnknownName(name));
+        }
+    }
+    for (field, value) in fields {
+        if let Some(why) = guard::wrong_script(value, &policy.language) {
+            return Err(LlmError::WrongLanguage(field, why));
         }
     }
     Ok(())
 }
 
 /// Checks one reply against the event it is about. Pure.
-pub fn validate(reply: &str, candidate: &Candidate, budget: usize) -> Result<EventText, LlmError> {
+pub fn validate(
+    reply: &str,
+    candidate: &Candidate,
+    budget: usize,
+    policy: &Policy,
+) -> Result<EventText, LlmError> {
     let reply = strip_fence(reply);
-    let text: EventText =
-        serde_json::from_str(reply).map_err(|e| LlmError::Shape(e.to_string()))?;
+    let r: ReplyText =
+        serde_json::from_str(reply).map_err(|e| LlmError::parse("event reply", &e))?;
+    let text = EventText {
+        summary: r.summary,
+        why_it_matters: r.why_it_matters,
+        brief: r.brief,
+        watch: r.watch,
+    };
     for (field, value, max) in [
         ("summary", &text.summary, budget * 2),
         ("why_it_matters", &text.why_it_matters, 800),
@@ -609,10 +704,131 @@ pub fn validate(reply: &str, candidate: &Candidate, budget: usize) -> Result<Eve
         .map(|i| i.url.as_str())
         .filter(|u| !u.is_empty())
         .collect();
-    let all = format!(
-        "{}\n{}\n{}\n{}",
-        text.summary, text.why_it_matters, text.brief, text.watch
-    );
-    check_against_sources(&all, &items, &links)?;
+    let fields = [
+        ("summary", &text.summary),
+        ("why_it_matters", &text.why_it_matters),
+        ("brief", &text.brief),
+        ("watch", &text.watch),
+    ];
+    check_against_sources(&fields, &items, &links, policy)?;
     Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ItemKind;
+
+    const TEXT: &str =
+        "CuTe DSL is now the primary Python interface. Up to 1.6x over cuBLAS on FP4 GEMM.";
+
+    fn candidate() -> Candidate {
+        let mut c = extractive::tests::candidate(ItemKind::Release, TEXT, &[]);
+        c.event.items[0].title = "CUTLASS 5.0.0".into();
+        c.event.items[0].url = "https://github.com/NVIDIA/cutlass/releases/tag/v5.0.0".into();
+        c
+    }
+
+    fn policy(language: &str) -> Policy {
+        Policy {
+            language: language.into(),
+            allowed: Allowed::new(language, &Locale::builtin(language)),
+        }
+    }
+
+    fn reply(summary: serde_json::Value, extra: Option<(&str, serde_json::Value)>) -> String {
+        let mut r = json!({
+            "summary": summary,
+            "why_it_matters": "CuTe DSL 让 Python 内核作者少写样板代码。",
+            "brief": "CUTLASS 5.0 发布",
+            "watch": "关注 CuTe DSL 的采用。",
+        });
+        if let Some((k, v)) = extra {
+            r[k] = v;
+        }
+        r.to_string()
+    }
+
+    fn reason(reply: &str, language: &str) -> &'static str {
+        match validate(reply, &candidate(), 300, &policy(language)) {
+            Ok(_) => "ok",
+            Err(e) => e.reason(),
+        }
+    }
+
+    #[test]
+    fn the_reply_schema_is_exact() {
+        let good =
+            json!("CUTLASS 5.0 让 CuTe DSL 成为主要接口，FP4 GEMM 最高比 cuBLAS 快 1.6 倍。");
+        assert_eq!(reason(&reply(good.clone(), None), "zh-CN"), "ok");
+        for (bad, why) in [
+            (reply(json!(["a", "b"]), None), "array"),
+            (reply(json!({"text": "a"}), None), "object"),
+            (reply(json!(42), None), "number"),
+            (reply(json!(null), None), "null"),
+            (
+                reply(good.clone(), Some(("sources", json!("x")))),
+                "unknown field",
+            ),
+            (
+                json!({"summary": "CUTLASS 5.0 发布"}).to_string(),
+                "missing fields",
+            ),
+            ("[\"CUTLASS 5.0 发布\"]".to_string(), "not an object"),
+        ] {
+            assert_eq!(reason(&bad, "zh-CN"), "schema", "{why}: {bad}");
+        }
+        assert_eq!(reason("{\"summary\": \"CUTLASS", "zh-CN"), "json");
+    }
+
+    #[test]
+    fn the_guard_names_its_reason() {
+        for (summary, language, why) in [
+            ("CUTLASS 5.0 发布，详见 evil.com/cutlass。", "zh-CN", "link"),
+            ("CUTLASS 5.0 与 FooBarNet 一同发布。", "zh-CN", "name"),
+            (
+                "CUTLASS 5.0 makes CuTe DSL the primary Python interface.",
+                "zh-CN",
+                "language",
+            ),
+            (
+                "CUTLASS 5.0 делает CuTe DSL основным интерфейсом.",
+                "zh-CN",
+                "language",
+            ),
+        ] {
+            assert_eq!(
+                reason(&reply(json!(summary), None), language),
+                why,
+                "{summary}"
+            );
+        }
+    }
+
+    #[test]
+    fn envelopes_of_the_wrong_shape_are_schema_errors() {
+        let parse = |body: &str| match serde_json::from_str::<ChatResponse>(body) {
+            Err(e) => Some(LlmError::parse("response body", &e).reason()),
+            Ok(chat) if chat.error.is_some() => Some("schema"),
+            Ok(_) => None,
+        };
+        let message = |content: &str| {
+            format!(
+                r#"{{"id": "x", "choices": [{{"index": 0, "message": {{"role": "assistant", "content": {content}}}, "finish_reason": "stop"}}]}}"#
+            )
+        };
+        assert_eq!(parse(&message("\"{}\"")), None);
+        for bad in [
+            r#"{"error": {"message": "Invalid API key", "type": "invalid_request_error"}}"#
+                .to_string(),
+            r#"{"object": "chat.completion"}"#.to_string(),
+            r#"{"choices": [], "error": {"message": "overloaded"}}"#.to_string(),
+            message("[{\"type\": \"text\", \"text\": \"{}\"}]"),
+            message("{\"text\": \"{}\"}"),
+            message("null"),
+        ] {
+            assert_eq!(parse(&bad), Some("schema"), "{bad}");
+        }
+        assert_eq!(parse("<html>502</html>"), Some("json"));
+    }
 }

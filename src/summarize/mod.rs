@@ -3,6 +3,7 @@
 //! answer does not pass validation.
 
 pub mod extractive;
+pub mod guard;
 pub mod llm;
 pub mod numbers;
 pub mod rank;

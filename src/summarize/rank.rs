@@ -62,25 +62,19 @@ pub fn request(
 /// among the configured ones (others are dropped).
 pub fn validate(reply: &str, layer_names: &[&str]) -> Result<Rating, LlmError> {
     #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
     struct Reply {
-        rating: serde_json::Value,
+        rating: u8,
         reason: String,
         #[serde(default)]
         layers: Vec<String>,
     }
     let reply = super::llm::strip_fence(reply);
-    let r: Reply = serde_json::from_str(reply).map_err(|e| LlmError::Shape(e.to_string()))?;
-    let rating = r
-        .rating
-        .as_u64()
-        .or_else(|| {
-            r.rating
-                .as_f64()
-                .filter(|f| f.fract() == 0.0)
-                .map(|f| f as u64)
-        })
-        .filter(|n| (1..=10).contains(n))
-        .ok_or_else(|| LlmError::Shape(format!("rating {} is not 1-10", r.rating)))?;
+    let r: Reply = serde_json::from_str(reply).map_err(|e| LlmError::parse("rating reply", &e))?;
+    let rating = r.rating;
+    if !(1..=10).contains(&rating) {
+        return Err(LlmError::Schema(format!("rating {rating} is not 1-10")));
+    }
     let reason = r.reason.trim().to_string();
     let chars = reason.chars().count();
     if chars > MAX_REASON_CHARS {
@@ -103,7 +97,7 @@ pub fn validate(reply: &str, layer_names: &[&str]) -> Result<Rating, LlmError> {
         .collect();
     layers.dedup();
     Ok(Rating {
-        rating: rating as u8,
+        rating,
         reason,
         layers,
     })
@@ -190,9 +184,15 @@ mod tests {
             "unknown layers are dropped"
         );
         for (bad, reason) in [
-            (r#"{"rating": 11, "reason": "x"}"#, "json"),
-            (r#"{"rating": 7.5, "reason": "x"}"#, "json"),
-            (r#"{"rating": "high", "reason": "x"}"#, "json"),
+            (r#"{"rating": 11, "reason": "x"}"#, "schema"),
+            (r#"{"rating": 7.5, "reason": "x"}"#, "schema"),
+            (r#"{"rating": "high", "reason": "x"}"#, "schema"),
+            (r#"{"rating": 8, "reason": "x", "note": "y"}"#, "schema"),
+            (r#"{"rating": 8, "reason": "x""#, "json"),
+            (
+                r#"{"rating": 8, "reason": "Read more at evil.com"}"#,
+                "link",
+            ),
             (
                 r#"{"rating": 8, "reason": "See https://evil.example/x"}"#,
                 "link",

@@ -16,11 +16,11 @@ use serde_json::{Value, json};
 
 use crate::helpers::{fixture_config, open_store, spawn_feed_server};
 
-const KEY: &str = "sk-test-secret-value-123";
+pub(crate) const KEY: &str = "sk-test-secret-value-123";
 /// The day's headline and overview as a model writes them: versions shorter than the tags,
 /// Chinese around the sources' figures.
-const HEADLINE: &str = "CUTLASS 5.0 与 Triton 3.6 发布，另有四篇内核与编译论文";
-const OVERVIEW: &str = "CUTLASS 5.0 让 CuTe DSL 成为主要接口，FP4 GEMM 最高比 cuBLAS 快 1.6 倍；TileFuse 在 B200 上达到 1,530 TFLOPS。";
+pub(crate) const HEADLINE: &str = "CUTLASS 5.0 与 Triton 3.6 发布，另有四篇内核与编译论文";
+pub(crate) const OVERVIEW: &str = "CUTLASS 5.0 让 CuTe DSL 成为主要接口，FP4 GEMM 最高比 cuBLAS 快 1.6 倍；TileFuse 在 B200 上达到 1,530 TFLOPS。";
 
 #[derive(Default)]
 struct Mock {
@@ -29,7 +29,7 @@ struct Mock {
 }
 
 /// A chat completion as DeepSeek answers it, with its `usage`.
-fn reply(content: &str, finish: &str) -> Response {
+pub(crate) fn reply(content: &str, finish: &str) -> Response {
     Json(json!({
         "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}],
         "usage": {"prompt_tokens": 1000, "completion_tokens": 100, "total_tokens": 1100},
@@ -37,8 +37,9 @@ fn reply(content: &str, finish: &str) -> Response {
     .into_response()
 }
 
-fn good(summary: &str) -> String {
-    json!({"summary": summary, "why_it_matters": "It changes how kernels are written.", "brief": summary, "watch": "Adoption."})
+/// A good reply in the digest's language (zh-CN, the demo's): the guard refuses others.
+pub(crate) fn good(summary: &str) -> String {
+    json!({"summary": summary, "why_it_matters": "它改变了内核的编写方式。", "brief": summary, "watch": "关注后续采用情况。"})
         .to_string()
 }
 
@@ -76,9 +77,7 @@ async fn chat(
     let title = data["title"].as_str().unwrap_or("");
     if title.starts_with("CUTLASS 5.0.0") {
         reply(
-            &good(
-                "CUTLASS 5.0 makes CuTe DSL the primary interface, up to 1.6x over cuBLAS on FP4 GEMM.",
-            ),
+            &good("CUTLASS 5.0 让 CuTe DSL 成为主要接口，FP4 GEMM 最高比 cuBLAS 快 1.6 倍。"),
             "stop",
         )
     } else if title.starts_with("triton") {
@@ -110,7 +109,7 @@ async fn chat(
     } else {
         reply(
             &good(&format!(
-                "Summary of {}.",
+                "{} 的最新进展。",
                 title.split(' ').next().unwrap_or("")
             )),
             "stop",
@@ -155,7 +154,7 @@ async fn bad_replies_fall_back_per_event_and_good_ones_are_cached() {
     };
     let cutlass = event("CUTLASS 5.0.0");
     assert!(!cutlass.llm_fallback);
-    assert!(cutlass.summary.starts_with("CUTLASS 5.0 makes CuTe DSL"));
+    assert!(cutlass.summary.starts_with("CUTLASS 5.0 让 CuTe DSL"));
     // The model's headline and overview are the full digest's; a reader's subset and another
     // language get built ones.
     assert_eq!(d.title, HEADLINE);
@@ -324,7 +323,7 @@ async fn rank_chat(State(mock): State<Arc<RankMock>>, Json(body): Json<Value>) -
     let title = data["title"].as_str().unwrap_or("").to_string();
     if !system.contains("You rate items") {
         return reply(
-            &good(&format!("About {}.", title.split(' ').next().unwrap_or(""))),
+            &good(&format!("关于 {}。", title.split(' ').next().unwrap_or(""))),
             "stop",
         );
     }
