@@ -62,6 +62,10 @@ impl Locale {
         Locale::load(language, None).expect("built-in locale tables parse")
     }
 
+    pub fn has(&self, key: &str) -> bool {
+        self.entries.contains_key(key)
+    }
+
     pub fn get<'a>(&'a self, key: &'a str) -> &'a str {
         self.entries.get(key).map_or(key, String::as_str)
     }

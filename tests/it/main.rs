@@ -15,6 +15,7 @@ mod fixture_day;
 mod followup;
 mod helpers;
 mod llm;
+mod morning;
 mod outbox;
 mod pg;
 mod reference_feeds;
