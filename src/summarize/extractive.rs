@@ -4,15 +4,18 @@
 //!   `summarize.summary_chars` budget; headings and boiler-plate lines are skipped. When they
 //!   are not in the reader's script (English notes for a zh-CN reader), they are a quote:
 //!   marked, after a lead in the reader's language ("主版本发布，5 项变化需处理。发布说明摘录：「…」").
-//! - why it matters: for a release, its breaking and behaviour changes first
-//!   ([`crate::release_notes`]), quoted and marked; then up to two later sentences carrying
-//!   impact cues (a quantified result or words such as "faster", "outperforms"); else a line
+//! - why it matters: for a release, its breaking changes and its behaviour changes
+//!   (changed defaults and semantics wherever the notes write them), quoted and marked
+//!   apart ([`crate::release_notes`]); then up to two later sentences carrying impact cues (a quantified result or words such as "faster", "outperforms"); else a line
 //!   built from the locale table out of the event kind, its layers (when it has any) and its
-//!   quantified results.
-//! - brief (for the overview): the first summary sentence, at most 200 characters.
-//! - watch: a locale phrase for what to follow: the first change to plan for in a release
-//!   with breaking changes, regressions in a pre-release, reproduction of a paper whose code
-//!   is out (else whether it will be), follow-ups of a post.
+//!   quantified results. Each kind of evidence has template variants: within a digest no
+//!   lead-in ([`lead_in`]) starts more than [`MAX_SAME_LEAD_IN`] events.
+//! - brief (for the overview): a clause without quotes, naming the event and its main
+//!   figure with what it measures ([`super::gloss`]).
+//! - watch: a locale phrase for what to follow: the changed default to check, else the
+//!   first change to plan for in a release with breaking changes, regressions in a
+//!   pre-release, reproduction of a paper whose code is out (else whether it will be),
+//!   follow-ups of a post.
 
 use std::sync::LazyLock;
 
