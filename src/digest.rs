@@ -20,8 +20,11 @@ use crate::model::{
 use crate::score::{Assessment, assess};
 use crate::text::truncate_chars;
 
-/// At most this many events are named in the overview paragraph and the watch list.
+/// At most this many events are named in the watch list.
 const OVERVIEW_EVENTS: usize = 5;
+/// At most this many clauses (one an event) make the overview: a morning paragraph of
+/// three or four sentences, not a list.
+pub const OVERVIEW_CLAUSES: usize = 4;
 /// Releases named in the headline, at most.
 const HEADLINE_RELEASES: usize = 2;
 const TITLE_PART_CHARS: usize = 70;
@@ -236,13 +239,14 @@ pub(crate) fn section(
     // A day with nothing above the threshold still needs a title (blog, feed, subject):
     // `headline` gives the quiet-day one; its overview stays empty.
     let title = headline(&ordered, locale);
-    // One clause per event (an LLM's briefs are sentences: their full stops go), joined
-    // into one sentence.
-    let clauses: Vec<&str> = ordered
+    // One clause per event (an LLM's briefs are sentences: their full stops go), each
+    // starting as a sentence does.
+    let clauses: Vec<String> = ordered
         .iter()
-        .take(OVERVIEW_EVENTS)
+        .take(OVERVIEW_CLAUSES)
         .map(|e| e.brief.trim().trim_end_matches(['.', '。', ';', '；']))
         .filter(|b| !b.is_empty())
+        .map(capitalised)
         .collect();
     let overview = if clauses.is_empty() {
         String::new()
@@ -255,6 +259,17 @@ pub(crate) fn section(
     };
     digest.title = title;
     digest.overview = overview;
+}
+
+/// A clause as the start of a sentence: "the paper X reports …" -> "The paper X reports …".
+fn capitalised(clause: &str) -> String {
+    let mut chars = clause.chars();
+    match chars.next() {
+        Some(first) if first.is_ascii_lowercase() => {
+            first.to_ascii_uppercase().to_string() + chars.as_str()
+        }
+        _ => clause.to_string(),
+    }
 }
 
 /// The digest's headline, a sentence in the reader's language: the top releases by name (or
@@ -292,8 +307,16 @@ pub fn headline(ordered: &[&DigestEvent], t: &Locale) -> String {
                 &[("names", &names.join(t.get("headline_and")))],
             )
         }
-        ItemKind::Paper => t.fill("headline_paper", &[("title", &short(top))]),
-        ItemKind::Post => short(top),
+        // A zh-CN reader's headline is Chinese: the table may lead with the event's
+        // overview clause (its name and main figure) instead of its English title.
+        ItemKind::Paper => t.fill(
+            "headline_paper",
+            &[("title", &short(top)), ("brief", &capitalised(&top.brief))],
+        ),
+        ItemKind::Post => t.fill(
+            "headline_post",
+            &[("title", &short(top)), ("brief", &capitalised(&top.brief))],
+        ),
     };
     let rest = |kind: ItemKind| {
         ordered

@@ -67,6 +67,10 @@ impl Locale {
         self.entries.values().map(String::as_str)
     }
 
+    pub fn has(&self, key: &str) -> bool {
+        self.entries.contains_key(key)
+    }
+
     pub fn get<'a>(&'a self, key: &'a str) -> &'a str {
         self.entries.get(key).map_or(key, String::as_str)
     }

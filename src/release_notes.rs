@@ -69,12 +69,45 @@ static CORRECTNESS: LazyLock<Regex> = LazyLock::new(|| {
     .expect("valid regex")
 });
 
+/// A sentence that changes a default or a semantic users rely on, wherever the notes put
+/// it: "Atomics are now relaxed by default", "defaults to strict=False", "is now required",
+/// "no longer accepts", "changed the default".
 static CHANGED_DEFAULT: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
-        r"(?i)\b(by default|defaults? to|no longer defaults?|the default is now|default (?:has )?changed|is now an? (?:upper|lower) bound|now (?:requires?|mandatory|opt-in|opt-out)|no longer (?:supported|accepts?|allowed|available))\b",
+        r"(?i)\b(by default|(?:now )?defaults? to|no longer defaults?|the default (?:is now|has changed|changed)|default (?:has )?changed|changed? the default|is now an? (?:upper|lower) bound|(?:is|are) now (?:required|mandatory|opt-in|opt-out|relaxed|strict|acq_rel|seq_cst)|now (?:requires?|mandatory|opt-in|opt-out)|now (?:\w+ ){0,3}(?:relaxed|acq_rel|seq_cst) (?:semantics|ordering|memory order)|no longer (?:supported|supports?|accepts?|allowed|available|valid|works?|returns?))\b",
     )
     .expect("valid regex")
 });
+
+/// A sentence that removes or renames something users call, or schedules its removal:
+/// "X has been removed", "Removed X in favor of Y", "SM101 is renamed to SM110",
+/// "deprecated and will be removed". Only counts without [`TRIVIA`].
+static REMOVED: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?i)(\b(?:has been|have been|was|were|is|are|is now|are now|now(?: we)?) (?:removed|renamed)\b|^(?:removed|renamed)\b|\bremoved support\b|\bwill be removed\b)",
+    )
+    .expect("valid regex")
+});
+
+/// What a removal or rename line is about when it is housekeeping, not a change users act
+/// on: "Fixed a crash and removed a spurious warning", "Removed a typo in the docs".
+static TRIVIA: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?i)\b(fix\w*|typos?|warnings?|unused|dead code|redundant|duplicated?|spurious|debug|log(?:ging)?|messages?|comments?|whitespace|docs?|documentation|tests?|internal(?:ly)?)\b",
+    )
+    .expect("valid regex")
+});
+
+/// Whether a sentence of release notes changes what users rely on. `in_fixes`: the line
+/// stands under a "Bug fixes" heading, where a sentence that is itself a fix restores
+/// documented behaviour and is no change to act on.
+fn changes_behaviour(sentence: &str, in_fixes: bool) -> bool {
+    let trivial = TRIVIA.is_match(sentence);
+    if in_fixes && trivial {
+        return false;
+    }
+    CHANGED_DEFAULT.is_match(sentence) || (REMOVED.is_match(sentence) && !trivial)
+}
 
 pub fn read(text: &str) -> ReleaseNotes {
     let mut notes = ReleaseNotes::default();
@@ -101,7 +134,6 @@ pub fn read(text: &str) -> ReleaseNotes {
             Section::Breaking => notes.breaking.push(line.to_string()),
             Section::Deprecations => notes.deprecations.push(line.to_string()),
             Section::Performance => notes.performance.push(line.to_string()),
-            // A fix that restores documented behaviour is not a change to act on.
             Section::Fixes => notes.fixes.push(line.to_string()),
             Section::Other => {
                 // Notes without headings list their fixes as "Fixed …" items.
@@ -112,10 +144,14 @@ pub fn read(text: &str) -> ReleaseNotes {
                 {
                     notes.fixes.push(line.to_string());
                 }
-                for sentence in sentences(line) {
-                    if CHANGED_DEFAULT.is_match(sentence) {
-                        notes.behaviour.push(sentence.to_string());
-                    }
+            }
+        }
+        // Changed defaults and semantics count wherever they are written, in plain lines
+        // as under any heading but a breaking one (whose lines count already).
+        if section != Section::Breaking {
+            for sentence in sentences(line) {
+                if changes_behaviour(sentence, section == Section::Fixes) {
+                    notes.behaviour.push(sentence.to_string());
                 }
             }
         }
@@ -245,6 +281,55 @@ mod tests {
                 "CUDA 13 wheels by default."
             ]
         );
+    }
+
+    #[test]
+    fn a_changed_memory_ordering_in_a_plain_line_is_a_behaviour_change() {
+        let n = read(
+            "Triton 3.9.1\nCompiler\n- Atomics are now relaxed by default; pass sem=\"acq_rel\" for the old ordering.\n- Faster autotuning for grouped GEMM.",
+        );
+        assert_eq!(
+            n.behaviour,
+            ["Atomics are now relaxed by default; pass sem=\"acq_rel\" for the old ordering."]
+        );
+        assert_eq!(n.changes_to_act_on().len(), 1);
+    }
+
+    /// Real lines of release notes (JAX, CUTLASS, from tests/fixtures/eval/*/feeds), each
+    /// with whether it changes what users rely on.
+    #[test]
+    fn real_release_note_lines_are_told_apart() {
+        let changes = [
+            "jax_enable_memories flag is set to True by default.",
+            "The MHLO MLIR dialect (jax.extend.mlir.mhlo) has been removed. Use the stablehlo dialect instead.",
+            "Complex inputs to jax.numpy.clip and jax.numpy.hypot are no longer allowed, after being deprecated since JAX v0.4.27.",
+            "From CUDA 13.0, the Blackwell SM101 for Thor GPUs is renamed to SM110.",
+            "Exposed jax.set_mesh which acts as a global setter and a context manager. Removed jax.sharding.use_mesh in favor of jax.set_mesh.",
+            "The parameters enable_xla and native_serialization for jax2tf.convert are deprecated and will be removed in a future version of JAX.",
+            "jax.ShapeDtypeStruct no longer accepts the named_shape argument.",
+            "Atomic RMW operations now use relaxed semantics unless sem is given.",
+            "Changed the default of num_warps to 8 on Blackwell.",
+        ];
+        for line in changes {
+            assert!(!read(line).behaviour.is_empty(), "missed: {line}");
+        }
+        let ordinary = [
+            "Fixed a crash in the autotuner and removed a warning.",
+            "Removed a typo in the README.",
+            "Added new jax.process_indices function to replace the jax.process_indexs() function that was deprecated in JAX v0.2.13.",
+            "jax.lax.zeros_like_array is deprecated. Please use jax.numpy.zeros_like instead.",
+            "Modify default cluster callback values to none 0 to avoid profiler failure when these values are not set in command line.",
+            "Removed unused helper functions from the internal test suite.",
+            "Faster autotuning for grouped GEMM.",
+        ];
+        for line in ordinary {
+            assert!(read(line).behaviour.is_empty(), "flagged: {line}");
+        }
+        // Under "Bug fixes", a sentence that is itself a fix restores documented behaviour.
+        let n = read(
+            "Bug fixes\nFixed a miscompilation; TRITON_CACHE no longer defaults to the home directory in CI.\nPython 3.9 is no longer supported.",
+        );
+        assert_eq!(n.behaviour, ["Python 3.9 is no longer supported."]);
     }
 
     #[test]

@@ -135,6 +135,29 @@ pub fn bound_nesting(html: &str, max: usize) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
+/// Ends a script whose text starts at `start` of `out` (just after its '^' or '_'): an
+/// empty one loses its mark; one of more than a signed word ("n+1", "-3 dB") goes in
+/// parentheses so the reader sees where it ends.
+fn close_script(out: &mut String, start: usize) {
+    let text = &out[start..];
+    if text.trim().is_empty() {
+        out.truncate(start - 1);
+        return;
+    }
+    let unsigned = text
+        .trim()
+        .trim_start_matches(['-', '+', '−'])
+        .trim_start_matches("&minus;");
+    let compound = unsigned.contains(|c: char| c.is_whitespace() || "+-*/,()=".contains(c));
+    if compound {
+        let inner = text.trim().to_string();
+        out.truncate(start);
+        out.push('(');
+        out.push_str(&inner);
+        out.push(')');
+    }
+}
+
 /// Whether the text inside `<...>` closes an element, and the element's name in lower case.
 fn tag_name(tag: &str) -> (bool, String) {
     let name = tag
@@ -168,6 +191,9 @@ pub fn html_to_text(html: &str) -> (String, Vec<String>) {
     let mut out = String::with_capacity(html.len());
     let mut links = Vec::new();
     let mut rest = html;
+    // Open `<sup>`/`<sub>`: where their text starts in `out`, so the closing tag can wrap
+    // a compound script in parentheses ("2^(n+1)") or drop a mark that got no text.
+    let mut scripts: Vec<usize> = Vec::new();
     while let Some(lt) = rest.find('<') {
         out.push_str(&rest[..lt]);
         rest = &rest[lt..];
@@ -184,6 +210,17 @@ pub fn html_to_text(html: &str) -> (String, Vec<String>) {
             "a" if !closing => {
                 if let Some(href) = attribute(tag, "href") {
                     links.push(decode_entities(&href));
+                }
+            }
+            // Scripts keep their meaning as text: 2<sup>26</sup> is "2^26", not "226";
+            // H<sub>2</sub>O is "H_2O".
+            "sup" | "sub" if !closing => {
+                out.push(if name == "sup" { '^' } else { '_' });
+                scripts.push(out.len());
+            }
+            "sup" | "sub" => {
+                if let Some(start) = scripts.pop() {
+                    close_script(&mut out, start);
                 }
             }
             // List items keep a bullet so sentence splitting can tell them from headings.
@@ -452,6 +489,23 @@ mod tests {
         let (text, links) = html_to_text(html);
         assert_eq!(text, "Fast & small.\n• One\n• paper\ntail ’ 😀 &bogus;");
         assert_eq!(links, vec!["https://arxiv.org/abs/2610.1?a=1&b=2"]);
+    }
+
+    #[test]
+    fn scripts_keep_numbers_apart_from_their_base() {
+        let text = |html: &str| html_to_text(html).0;
+        assert_eq!(
+            text("<p>A table of 2<sup>26</sup> entries.</p>"),
+            "A table of 2^26 entries."
+        );
+        assert_eq!(text("an error of 10<sup>-3</sup>"), "an error of 10^-3");
+        assert_eq!(
+            text("an error of 10<sup>&minus;3</sup>"),
+            "an error of 10^−3"
+        );
+        assert_eq!(text("2<sup>n+1</sup> slots"), "2^(n+1) slots");
+        assert_eq!(text("H<sub>2</sub>O and x<sub>i</sub>"), "H_2O and x_i");
+        assert_eq!(text("a<sup></sup>b"), "ab");
     }
 
     #[test]

@@ -4,15 +4,18 @@
 //!   `summarize.summary_chars` budget; headings and boiler-plate lines are skipped. When they
 //!   are not in the reader's script (English notes for a zh-CN reader), they are a quote:
 //!   marked, after a lead in the reader's language ("主版本发布，5 项变化需处理。发布说明摘录：「…」").
-//! - why it matters: for a release, its breaking and behaviour changes first
-//!   ([`crate::release_notes`]), quoted and marked; then up to two later sentences carrying
-//!   impact cues (a quantified result or words such as "faster", "outperforms"); else a line
+//! - why it matters: for a release, its breaking changes and its behaviour changes
+//!   (changed defaults and semantics wherever the notes write them), quoted and marked
+//!   apart ([`crate::release_notes`]); then up to two later sentences carrying impact cues (a quantified result or words such as "faster", "outperforms"); else a line
 //!   built from the locale table out of the event kind, its layers (when it has any) and its
-//!   quantified results.
-//! - brief (for the overview): the first summary sentence, at most 200 characters.
-//! - watch: a locale phrase for what to follow: the first change to plan for in a release
-//!   with breaking changes, regressions in a pre-release, reproduction of a paper whose code
-//!   is out (else whether it will be), follow-ups of a post.
+//!   quantified results. Each kind of evidence has template variants: within a digest no
+//!   lead-in ([`lead_in`]) starts more than [`MAX_SAME_LEAD_IN`] events.
+//! - brief (for the overview): a clause without quotes, naming the event and its main
+//!   figure with what it measures ([`super::gloss`]).
+//! - watch: a locale phrase for what to follow: the changed default to check, else the
+//!   first change to plan for in a release with breaking changes, regressions in a
+//!   pre-release, reproduction of a paper whose code is out (else whether it will be),
+//!   follow-ups of a post.
 
 use std::sync::LazyLock;
 
@@ -27,8 +30,6 @@ use crate::text::truncate_chars;
 const WHY_CHARS: usize = 360;
 /// Each quoted breaking or behaviour change, at most.
 const CHANGE_CHARS: usize = 200;
-/// The quoted fact of an overview clause, at most.
-const FACT_CHARS: usize = 120;
 
 static IMPACT_CUE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
@@ -37,7 +38,61 @@ static IMPACT_CUE: LazyLock<Regex> = LazyLock::new(|| {
     .expect("valid regex")
 });
 
+/// How many events of one digest may start "why it matters" with the same lead-in.
+pub const MAX_SAME_LEAD_IN: usize = 2;
+
+/// The lead-ins of "why it matters" lines already given in one digest, with their counts.
+#[derive(Debug, Default)]
+pub struct LeadIns(std::collections::BTreeMap<String, usize>);
+
+/// The first three words of a text before any quote, lower-case, each Han character a word
+/// of its own and marks and punctuation ignored: "论文报告（对比 X）：" -> "论文报", "The
+/// paper reports: “…”" -> "the paper reports". Two lines with the same lead-in read as one
+/// template, whatever they quote.
+pub fn lead_in(text: &str) -> String {
+    let mut words: Vec<String> = Vec::new();
+    let mut word = String::new();
+    const QUOTES: [char; 4] = ['「', '“', '"', '‘'];
+    // A line may start with a quoted title ("“A Method for…” reports"): that is its lead.
+    let text = text.trim_start_matches(|c: char| c == '⚠' || c.is_whitespace());
+    let text = text.trim_start_matches(QUOTES);
+    let before_quote = text.split(QUOTES).next().unwrap_or("");
+    for c in before_quote.chars() {
+        let han = ('\u{3400}'..='\u{9fff}').contains(&c);
+        if c.is_alphanumeric() && !han || (c == '.' && !word.is_empty()) {
+            word.extend(c.to_lowercase());
+            continue;
+        }
+        if !word.is_empty() {
+            words.push(std::mem::take(&mut word));
+        }
+        if han {
+            words.push(c.to_string());
+        }
+        if words.len() >= 3 {
+            break;
+        }
+    }
+    if !word.is_empty() {
+        words.push(word);
+    }
+    words.truncate(3);
+    words.join(" ")
+}
+
 pub fn summarize(candidate: &Candidate, locale: &Locale, budget: usize) -> EventText {
+    summarize_varied(candidate, locale, budget, &mut LeadIns::default())
+}
+
+/// [`summarize`] for one event of a digest: "why it matters" takes the first variant of
+/// its template whose lead-in the digest has used fewer than [`MAX_SAME_LEAD_IN`] times
+/// (else the least used, preferring the last, which names the event).
+pub fn summarize_varied(
+    candidate: &Candidate,
+    locale: &Locale,
+    budget: usize,
+    lead_ins: &mut LeadIns,
+) -> EventText {
     let event = &candidate.event;
     let text = event.main_text();
     let sentences = sentences(text);
@@ -75,7 +130,16 @@ pub fn summarize(candidate: &Candidate, locale: &Locale, budget: usize) -> Event
     } else {
         quoted_summary(candidate, locale, &summary, all_changes.len(), budget)
     };
-    let changes: Vec<&str> = all_changes.iter().take(2).copied().collect();
+    // Breaking changes fail loudly; a changed default or semantic does not, so one of
+    // each is shown when the notes have both.
+    let breaking_n = notes.map_or(0, |n| n.breaking.len());
+    let (breaking, behaviour) = all_changes.split_at(breaking_n.min(all_changes.len()));
+    let (breaking, behaviour): (Vec<&str>, Vec<&str>) = match (breaking, behaviour) {
+        ([], b) => (vec![], b.iter().take(2).copied().collect()),
+        (b, []) => (b.iter().take(2).copied().collect(), vec![]),
+        (b, h) => (vec![b[0]], vec![h[0]]),
+    };
+    let changes: Vec<&str> = breaking.iter().chain(&behaviour).copied().collect();
     let cues: Vec<&String> = sentences[used.min(sentences.len())..]
         .iter()
         .filter(|s| IMPACT_CUE.is_match(s) && !changes.iter().any(|c| c.contains(s.as_str())))
@@ -91,28 +155,26 @@ pub fn summarize(candidate: &Candidate, locale: &Locale, budget: usize) -> Event
     // Against what: the field's own systems the quoted results name ("FlashAttention-3",
     // "vLLM"), as the source spells them.
     let against = named_systems(&cue_text, &candidate.classification.stack);
-    let reported = |budget: usize| {
-        (!cue_text.is_empty()).then(|| {
-            let key = match (event.primary().kind, against.is_empty()) {
-                (ItemKind::Release, _) => "why_reports_release",
-                (ItemKind::Paper, true) => "why_reports_paper",
-                (ItemKind::Paper, false) => "why_reports_paper_against",
-                (ItemKind::Post, true) => "why_reports_post",
-                (ItemKind::Post, false) => "why_reports_post_against",
-            };
-            let quote = locale.fill("quote", &[("text", &truncate_chars(&cue_text, budget))]);
-            locale.fill(
-                key,
-                &[
-                    ("quote", &quote),
-                    ("against", &against.join(locale.get("list_separator"))),
-                ],
-            )
-        })
+    let against = if against.is_empty() {
+        String::new()
+    } else {
+        locale.fill(
+            "why_against",
+            &[("names", &against.join(locale.get("list_separator")))],
+        )
     };
-    // A release without changes to act on: its fixes for wrong results first (users must
-    // upgrade), else what it fixes, in the notes' words.
-    let quote_lines = |lines: &[String], n: usize| {
+    let name = name_ref(candidate, locale);
+    let reports_key = match event.primary().kind {
+        ItemKind::Release => "why_reports_release",
+        ItemKind::Paper if crate::score::releases_code(text) => "why_reports_paper_code",
+        ItemKind::Paper => "why_reports_paper",
+        ItemKind::Post => "why_reports_post",
+    };
+    let report_quote = |budget: usize| {
+        (!cue_text.is_empty())
+            .then(|| locale.fill("quote", &[("text", &truncate_chars(&cue_text, budget))]))
+    };
+    let quote_lines = |lines: &[&str], n: usize| {
         lines
             .iter()
             .take(n)
@@ -120,40 +182,70 @@ pub fn summarize(candidate: &Candidate, locale: &Locale, budget: usize) -> Event
             .collect::<Vec<_>>()
             .join(" ")
     };
-    let correctness = notes.map_or(&[][..], |n| &n.correctness[..]);
-    let fixes = notes.map_or(&[][..], |n| &n.fixes[..]);
-    let why_it_matters = if changes.is_empty() && !correctness.is_empty() {
-        let marked = locale.fill(
-            "why_correctness",
-            &[("fixes", &quote_lines(correctness, 2))],
-        );
-        match reported(WHY_CHARS / 2) {
-            Some(r) => format!("{marked} {r}"),
-            None => marked,
-        }
-    } else if changes.is_empty() {
-        reported(WHY_CHARS).unwrap_or_else(|| {
-            if fixes.is_empty() {
-                fallback_why(candidate, locale)
-            } else {
-                locale.fill("why_fixes", &[("fixes", &quote_lines(fixes, 2))])
-            }
+    let correctness: Vec<&str> = notes.map_or(vec![], |n| {
+        n.correctness.iter().map(String::as_str).collect()
+    });
+    let fixes: Vec<&str> = notes.map_or(vec![], |n| n.fixes.iter().map(String::as_str).collect());
+    // The evidence decides the template ("why_<key>_<variant>"); what follows its lead
+    // (the results after the changes) is the same in every variant.
+    let tail_reports = |budget: usize| {
+        report_quote(budget).map(|q| {
+            locale.fill(
+                &format!("{reports_key}_0"),
+                &[("quote", &q), ("against", &against), ("name", &name)],
+            )
         })
-    } else {
-        let quoted: Vec<String> = changes
-            .iter()
-            .map(|c| locale.fill("quote", &[("text", &truncate_chars(c, CHANGE_CHARS))]))
-            .collect();
-        let marked = locale.fill("why_changes", &[("changes", &quoted.join(" "))]);
-        match reported(WHY_CHARS / 2) {
-            Some(r) => format!("{marked} {r}"),
-            None => marked,
-        }
     };
+    let (key, vars, tail): (&str, Vec<(&str, String)>, Vec<String>) = if !breaking.is_empty() {
+        let mark = (!behaviour.is_empty()).then(|| {
+            locale.fill(
+                "why_behaviour_mark",
+                &[("changes", &quote_lines(&behaviour, 2))],
+            )
+        });
+        (
+            "why_breaking",
+            vec![("changes", quote_lines(&breaking, 2))],
+            mark.into_iter()
+                .chain(tail_reports(WHY_CHARS / 2))
+                .collect(),
+        )
+    } else if !behaviour.is_empty() {
+        (
+            "why_behaviour",
+            vec![("changes", quote_lines(&behaviour, 2))],
+            tail_reports(WHY_CHARS / 2).into_iter().collect(),
+        )
+    } else if !correctness.is_empty() {
+        (
+            "why_correctness",
+            vec![("fixes", quote_lines(&correctness, 2))],
+            tail_reports(WHY_CHARS / 2).into_iter().collect(),
+        )
+    } else if let Some(quote) = report_quote(WHY_CHARS) {
+        (
+            reports_key,
+            vec![("quote", quote), ("against", against.clone())],
+            vec![],
+        )
+    } else if !fixes.is_empty() {
+        ("why_fixes", vec![("fixes", quote_lines(&fixes, 2))], vec![])
+    } else {
+        ("why_fallback", fallback_vars(candidate, locale), vec![])
+    };
+    let why_it_matters = lead_ins.choose(key, locale, |k| {
+        let mut vars: Vec<(&str, &str)> = vars.iter().map(|(n, v)| (*n, v.as_str())).collect();
+        vars.push(("name", &name));
+        std::iter::once(locale.fill(k, &vars))
+            .chain(tail.iter().cloned())
+            .collect::<Vec<_>>()
+            .join(" ")
+    });
 
     let brief = brief(candidate, locale, &sentences, all_changes.len());
-    // What to follow, specific to the event: the first change to plan for, the fix that
-    // makes upgrading urgent, or the results a reader would want reproduced.
+    // What to follow, specific to the event: the changed default to check, the first
+    // change to plan for, the fix that makes upgrading urgent, or the results a reader
+    // would want reproduced.
     let claims: Vec<String> = candidate
         .assessment
         .quantified
@@ -163,7 +255,8 @@ pub fn summarize(candidate: &Candidate, locale: &Locale, budget: usize) -> Event
         .collect();
     let has_claims = !claims.is_empty();
     let watch_key = match (event.primary().kind, candidate.assessment.release) {
-        (ItemKind::Release, _) if !changes.is_empty() => "watch_release_breaking",
+        (ItemKind::Release, _) if !behaviour.is_empty() => "watch_release_behaviour",
+        (ItemKind::Release, _) if !breaking.is_empty() => "watch_release_breaking",
         (ItemKind::Release, Some(ReleaseLevel::PreRelease | ReleaseLevel::Nightly)) => {
             "watch_prerelease"
         }
@@ -178,9 +271,10 @@ pub fn summarize(candidate: &Candidate, locale: &Locale, budget: usize) -> Event
         (ItemKind::Post, _) if has_claims => "watch_post_claims",
         (ItemKind::Post, _) => "watch_post",
     };
-    let first_change = changes
+    let first_change = behaviour
         .first()
-        .or(correctness.first().map(String::as_str).as_ref())
+        .or(breaking.first())
+        .or(correctness.first())
         .map_or(String::new(), |c| {
             locale.fill("quote", &[("text", &truncate_chars(c, 90))])
         });
@@ -200,9 +294,64 @@ pub fn summarize(candidate: &Candidate, locale: &Locale, budget: usize) -> Event
     }
 }
 
+impl LeadIns {
+    /// The text of the first variant `<key>_0`, `<key>_1`, … whose lead-in has been used
+    /// fewer than [`MAX_SAME_LEAD_IN`] times, else of the least used one (the later on a
+    /// tie: the last variant names the event); its lead-in is counted.
+    fn choose(&mut self, key: &str, locale: &Locale, render: impl Fn(&str) -> String) -> String {
+        let mut best: Option<(usize, String, String)> = None;
+        for v in 0.. {
+            let k = format!("{key}_{v}");
+            if !locale.has(&k) {
+                break;
+            }
+            let text = render(&k);
+            let lead = lead_in(&text);
+            let count = self.0.get(&lead).copied().unwrap_or(0);
+            if count < MAX_SAME_LEAD_IN {
+                best = Some((count, lead, text));
+                break;
+            }
+            if best.as_ref().is_none_or(|(c, _, _)| count <= *c) {
+                best = Some((count, lead, text));
+            }
+        }
+        let (_, lead, text) = best.unwrap_or_else(|| (0, String::new(), render(key)));
+        *self.0.entry(lead).or_default() += 1;
+        text
+    }
+}
+
+/// The event as a name in a sentence: the release's name ("CUTLASS 5.0.0"), a paper's or
+/// post's system name (the title before its colon, "TileFuse"), else its title, cut and
+/// marked as a title.
+fn name_ref(candidate: &Candidate, locale: &Locale) -> String {
+    short_name(candidate).unwrap_or_else(|| {
+        let title = without_dangling_word(truncate_chars(&candidate.event.primary().title, 40));
+        locale.fill("title_ref", &[("title", &title)])
+    })
+}
+
+/// A name for the event that a sentence in any language may carry: the release's name, or
+/// the system a paper or post is about when its title names it before a colon
+/// ("TileFuse: Compiling …").
+pub fn short_name(candidate: &Candidate) -> Option<String> {
+    let primary = candidate.event.primary();
+    if primary.kind == ItemKind::Release {
+        return Some(truncate_chars(
+            release_notes::release_name(&primary.title),
+            80,
+        ));
+    }
+    let (head, _) = primary.title.split_once(':')?;
+    let head = head.trim();
+    let words = head.split_whitespace().count();
+    ((1..=3).contains(&words) && head.chars().count() <= 32).then(|| head.to_string())
+}
+
 /// A figure as a reader writes it: "1,530 TFLOPS" and "3.9 TB/s", but "40x" and "68%"
 /// (quantified results are kept without the space, as keys).
-fn spaced_figure(figure: &str) -> String {
+pub(crate) fn spaced_figure(figure: &str) -> String {
     let unit_at = figure
         .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == ','))
         .unwrap_or(figure.len());
@@ -414,63 +563,98 @@ fn named_systems(text: &str, stack: &[String]) -> Vec<String> {
     names
 }
 
-/// One clause for the overview, in the reader's language: what the event is (a release, a
-/// paper, a post, by name), how many changes it asks of its users, and its main reported
-/// fact quoted ("CUTLASS 5.0.0 发布（5 项变化需处理）：「…2.4x faster.」").
+/// One clause for the overview, in the reader's language and without quotes: the event by
+/// name, how many changes it asks of its users, and its main reported figure with what the
+/// figure measures ("CUTLASS 5.0.0 发布，含 5 项需处理的变化，编译速度提升 2.4 倍"). The
+/// source's own words stay in the event's body.
 fn brief(candidate: &Candidate, t: &Locale, sentences: &[String], changes: usize) -> String {
     let primary = candidate.event.primary();
-    let title = match primary.kind {
-        ItemKind::Release => truncate_chars(release_notes::release_name(&primary.title), 80),
-        _ => without_dangling_word(truncate_chars(&primary.title, 80)),
-    };
+    // The first figure whose measure the words around it say.
     let fact = sentences
         .iter()
-        .find(|s| !crate::score::quantified_results(s).is_empty())
-        .or(sentences.first())
-        .map_or(String::new(), |s| {
-            if in_reader_script(s, t) {
-                return t.fill(
-                    "brief_fact",
-                    &[(
-                        "quote",
-                        &t.fill("quote", &[("text", &truncate_chars(s, FACT_CHARS))]),
-                    )],
-                );
-            }
-            // A whole sentence in another script is no overview for this reader, and a
-            // bare figure ("2.4x") says nothing: the few words that say what the figure
-            // measures ("Cold JIT compilation is 2.4x faster") are quoted; the sentence
-            // stays in the event's summary.
-            let Some(phrase) = crate::score::quantified_results(s)
-                .first()
-                .and_then(|figure| figure_phrase(s, figure))
-            else {
-                return String::new();
-            };
-            t.fill(
-                "brief_fact",
-                &[("quote", &t.fill("quote", &[("text", &phrase)]))],
-            )
+        .flat_map(|s| {
+            crate::score::quantified_results(s)
+                .into_iter()
+                .map(move |figure| (s, figure))
+        })
+        .find_map(|(s, figure)| {
+            let clause = figure_phrase(s, &figure)?;
+            super::gloss::read(&clause, &figure)
+        })
+        .map(|fact| super::gloss::render(&fact, t));
+    let name = short_name(candidate);
+    let text = if primary.kind == ItemKind::Release {
+        let changes = if changes > 0 {
+            t.fill("brief_changes", &[("n", &changes.to_string())])
+        } else {
+            String::new()
+        };
+        // Without changes to act on, the fixes it brings.
+        let fixes = candidate
+            .assessment
+            .notes
+            .as_ref()
+            .map_or(0, |n| n.fixes.len());
+        let changes = if changes.is_empty() && fixes > 0 {
+            t.fill("brief_fixes", &[("n", &fixes.to_string())])
+        } else {
+            changes
+        };
+        let fact = fact.map_or(String::new(), |f| {
+            t.fill("brief_release_fact", &[("fact", &f)])
         });
-    let changes = if changes > 0 {
-        t.fill("brief_changes", &[("n", &changes.to_string())])
+        let level = candidate.assessment.release.map_or("minor", |l| l.as_str());
+        t.fill(
+            "brief_release",
+            &[
+                ("name", name.as_deref().unwrap_or(&primary.title)),
+                ("level", t.get(&format!("brief_level_{level}"))),
+                ("changes", &changes),
+                ("fact", &fact),
+            ],
+        )
     } else {
-        String::new()
+        let kind = if primary.kind == ItemKind::Paper {
+            "paper"
+        } else {
+            "post"
+        };
+        let subject = match &name {
+            Some(n) => t.fill(
+                &format!("brief_subject_{kind}"),
+                &[("name", n), ("source", &primary.source)],
+            ),
+            None => t.fill(
+                &format!("brief_subject_{kind}_unnamed"),
+                &[("source", &primary.source)],
+            ),
+        };
+        match fact {
+            Some(f) => t.fill("brief_reports", &[("subject", &subject), ("fact", &f)]),
+            None => t.fill(&format!("brief_plain_{kind}"), &[("subject", &subject)]),
+        }
     };
-    let key = match candidate.event.primary().kind {
-        ItemKind::Release => "brief_release",
-        ItemKind::Paper => "brief_paper",
-        ItemKind::Post => "brief_post",
-    };
-    t.fill(
-        key,
-        &[("title", &title), ("changes", &changes), ("fact", &fact)],
-    )
+    tidy_han_spacing(&text)
 }
 
-/// The locale's "why it matters" line, for texts without an impact sentence.
-pub fn fallback_why(candidate: &Candidate, locale: &Locale) -> String {
-    let kind_key = kind_key(candidate);
+/// Drops a space between two Han characters, which a template can leave where a name
+/// would have stood ("一篇新论文 报告" -> "一篇新论文报告").
+fn tidy_han_spacing(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let han = |c: Option<&char>| c.is_some_and(|c| ('\u{3400}'..='\u{9fff}').contains(c));
+    chars
+        .iter()
+        .enumerate()
+        .filter(|(i, c)| {
+            !(**c == ' ' && han(chars.get(i.wrapping_sub(1))) && han(chars.get(i + 1)))
+        })
+        .map(|(_, c)| *c)
+        .collect()
+}
+
+/// The variables of the "why it matters" line for texts without an impact sentence: the
+/// kind of event, its layers (when it has any) and its quantified results.
+fn fallback_vars(candidate: &Candidate, locale: &Locale) -> Vec<(&'static str, String)> {
     let layers = candidate
         .classification
         .layers
@@ -491,19 +675,24 @@ pub fn fallback_why(candidate: &Candidate, locale: &Locale) -> String {
         )
     };
     // No layers: no "touching ," with nothing after it.
-    let key = if layers.is_empty() {
-        "why_fallback_no_layers"
+    let layers = if layers.is_empty() {
+        String::new()
     } else {
-        "why_fallback"
+        locale.fill("why_layers", &[("layers", &layers)])
     };
-    locale.fill(
-        key,
-        &[
-            ("kind", locale.get(&kind_key)),
-            ("layers", &layers),
-            ("signal", &signal),
-        ],
-    )
+    vec![
+        ("kind", locale.get(&kind_key(candidate)).to_string()),
+        ("layers", layers),
+        ("signal", signal),
+    ]
+}
+
+/// The locale's "why it matters" line for texts without an impact sentence (its first
+/// variant).
+pub fn fallback_why(candidate: &Candidate, locale: &Locale) -> String {
+    let vars = fallback_vars(candidate, locale);
+    let vars: Vec<(&str, &str)> = vars.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    locale.fill("why_fallback_0", &vars)
 }
 
 /// Sentences of a text, in order, each ending with punctuation. Lines are units of their own
@@ -685,6 +874,80 @@ pub(crate) mod tests {
                 release: (kind == ItemKind::Release).then_some(ReleaseLevel::Minor),
                 notes: (kind == ItemKind::Release).then(|| release_notes::read(text)),
             },
+        }
+    }
+
+    #[test]
+    fn lead_ins_are_the_templates_words_not_the_quotes() {
+        assert_eq!(lead_in("⚠ 不兼容变化：「Python 3.9」"), "不 兼 容");
+        assert_eq!(lead_in("论文报告（对比 vLLM）：「…」"), "论 文 报");
+        assert_eq!(
+            lead_in("⚠ Breaking changes: “Python 3.9”"),
+            "breaking changes"
+        );
+        assert_eq!(
+            lead_in("The paper reports (against vLLM): “…”"),
+            "the paper reports"
+        );
+        assert_eq!(lead_in("PyTorch 2.10.0 修复：「…」"), "pytorch 2.10.0 修");
+    }
+
+    #[test]
+    fn why_it_matters_varies_its_lead_in_across_a_digest() {
+        let t = Locale::builtin("zh-CN");
+        let c = candidate(
+            ItemKind::Paper,
+            "We present a tile compiler. It is 1.9x faster than the baseline on B200.",
+            &["kernel_codegen"],
+        );
+        let mut used = LeadIns::default();
+        let leads: Vec<String> = (0..5)
+            .map(|_| lead_in(&summarize_varied(&c, &t, 40, &mut used).why_it_matters))
+            .collect();
+        for lead in &leads {
+            let n = leads.iter().filter(|l| *l == lead).count();
+            assert!(n <= MAX_SAME_LEAD_IN, "{lead} starts {n} of {leads:?}");
+        }
+    }
+
+    /// For each language, whether the notes' "why it matters" and watch item carry the
+    /// behaviour-change mark, with the texts.
+    fn behaviour_marked(notes: &str) -> Vec<(bool, bool, EventText)> {
+        [
+            ("zh-CN", "行为变化：", "行为变化「"),
+            ("en", "Behaviour change:", "Behaviour change:"),
+        ]
+        .into_iter()
+        .map(|(lang, mark, watch_mark)| {
+            let t = Locale::builtin(lang);
+            let text = summarize(&candidate(ItemKind::Release, notes, &["runtime"]), &t, 60);
+            (
+                text.why_it_matters.contains(mark),
+                text.watch.contains(watch_mark),
+                text,
+            )
+        })
+        .collect()
+    }
+
+    #[test]
+    fn a_default_changed_in_a_plain_line_reaches_why_and_watch_marked() {
+        let notes = "Highlights\nTriton 3.9.1 is a bug-fix release for Blackwell users.\n- Atomics are now relaxed by default; pass sem=\"acq_rel\" to keep the old ordering.\n- Improved autotuning for grouped GEMM.";
+        for (why, watch, text) in behaviour_marked(notes) {
+            assert!(why && watch, "{text:?}");
+            assert!(
+                text.why_it_matters
+                    .contains("Atomics are now relaxed by default")
+            );
+            assert!(text.watch.contains("Atomics are now relaxed"));
+        }
+    }
+
+    #[test]
+    fn ordinary_lines_of_release_notes_are_no_behaviour_change() {
+        let notes = "Highlights\nA patch release for the 4.4 branch with two fixes.\n- Fixed a crash in the autotuner and removed a warning.\n- Removed a typo in the README.";
+        for (why, watch, text) in behaviour_marked(notes) {
+            assert!(!why && !watch, "{text:?}");
         }
     }
 

@@ -3,6 +3,7 @@
 //! answer does not pass validation.
 
 pub mod extractive;
+pub mod gloss;
 pub mod guard;
 pub mod llm;
 pub mod numbers;
@@ -32,10 +33,14 @@ pub fn other_languages(
 
 pub fn extractive_all(candidates: &[Candidate], locale: &Locale, budget: usize) -> Summaries {
     Summaries {
-        texts: candidates
-            .iter()
-            .map(|c| extractive::summarize(c, locale, budget))
-            .collect(),
+        // One digest: its "why it matters" lines vary their lead-ins across events.
+        texts: {
+            let mut lead_ins = extractive::LeadIns::default();
+            candidates
+                .iter()
+                .map(|c| extractive::summarize_varied(c, locale, budget, &mut lead_ins))
+                .collect()
+        },
         fell_back: vec![None; candidates.len()],
         usage: None,
         headline: None,

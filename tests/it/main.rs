@@ -16,6 +16,7 @@ mod followup;
 mod helpers;
 mod llm;
 mod llm_guard;
+mod morning;
 mod outbox;
 mod pg;
 mod reference_feeds;

@@ -1,0 +1,126 @@
+//! Issue 28 items 4 and 5 on real data: every labelled day of tests/fixtures/eval, digested
+//! extractively in zh-CN and en, reads as a morning digest: "why it matters" never starts
+//! more than two events with the same lead-in, and the overview is a few clauses in the
+//! reader's language (in zh-CN mostly Han, English only in names, no quoted English).
+
+use kdigest::classify::Classifier;
+use kdigest::digest::{self, Assembly, OVERVIEW_CLAUSES};
+use kdigest::locale::Locale;
+use kdigest::model::Digest;
+use kdigest::summarize::extractive::{MAX_SAME_LEAD_IN, lead_in};
+
+use crate::helpers::repo_root;
+
+/// Each labelled day's digest in `language`, built by the pipeline's pure functions.
+fn digests(language: &str) -> Vec<(String, Digest)> {
+    let days = kdigest::eval::load_days(&repo_root().join("tests/fixtures/eval")).unwrap();
+    assert!(!days.is_empty());
+    days.into_iter()
+        .map(|mut day| {
+            day.config.digest.language = language.to_string();
+            let (window, items) = kdigest::eval::items(&day).unwrap();
+            let classifier = Classifier::new(&day.config.layers, &day.config.relevance);
+            let all = digest::candidates(items, &window, &day.config, &classifier);
+            let eligible = digest::eligible(all, &day.config);
+            let locale = Locale::builtin(language);
+            let summaries = kdigest::summarize::extractive_all(
+                &eligible,
+                &locale,
+                day.config.summarize.summary_chars,
+            );
+            let d = digest::assemble(
+                &eligible,
+                &summaries,
+                Assembly {
+                    date: day.date,
+                    window,
+                    config: &day.config,
+                    locale: &locale,
+                    source_counts: Vec::new(),
+                    failed_sources: Vec::new(),
+                },
+            );
+            (day.name, d)
+        })
+        .collect()
+}
+
+fn han(c: char) -> bool {
+    ('\u{3400}'..='\u{9fff}').contains(&c)
+}
+
+/// Runs of ASCII letters: the English words of a text.
+fn latin_words(text: &str) -> usize {
+    text.split(|c: char| !c.is_ascii_alphabetic())
+        .filter(|w| !w.is_empty())
+        .count()
+}
+
+#[test]
+fn every_labelled_day_varies_the_lead_in_of_why_it_matters() {
+    for language in ["zh-CN", "en"] {
+        for (day, d) in digests(language) {
+            let whys: Vec<&str> = d.events().map(|e| e.why_it_matters.as_str()).collect();
+            for why in &whys {
+                let lead = lead_in(why);
+                let n = whys.iter().filter(|w| lead_in(w) == lead).count();
+                assert!(
+                    n <= MAX_SAME_LEAD_IN,
+                    "{day} ({language}): {n} events start with {lead:?}:\n{}",
+                    whys.join("\n")
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn every_labelled_day_has_a_chinese_morning_overview_and_headline() {
+    for (day, d) in digests("zh-CN") {
+        let clauses: Vec<&str> = d
+            .overview
+            .split(['；', '。'])
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .collect();
+        assert!(
+            clauses.len() <= OVERVIEW_CLAUSES,
+            "{day}: {} clauses: {}",
+            clauses.len(),
+            d.overview
+        );
+        assert_eq!(clauses.is_empty(), d.events().next().is_none(), "{day}");
+        for text in clauses.iter().copied().chain([d.title.as_str()]) {
+            // Names are allowed (a project, a version, a system); sentences of English
+            // and quoted fragments are not.
+            for quote in ['「', '“', '"'] {
+                assert!(!text.contains(quote), "{day}: quoted: {text}");
+            }
+            let hans = text.chars().filter(|c| han(*c)).count();
+            assert!(
+                hans >= 4 && hans >= 2 * latin_words(text),
+                "{day}: not mostly Chinese ({hans} Han, {} English words): {text}",
+                latin_words(text)
+            );
+        }
+    }
+}
+
+#[test]
+fn every_labelled_day_has_an_english_overview_of_sentences() {
+    for (day, d) in digests("en") {
+        let sentences: Vec<&str> = d
+            .overview
+            .split(". ")
+            .filter(|s| !s.trim().is_empty())
+            .collect();
+        assert!(sentences.len() <= OVERVIEW_CLAUSES, "{day}: {}", d.overview);
+        for s in sentences {
+            assert!(
+                s.starts_with(|c: char| c.is_uppercase() || c.is_ascii_digit()),
+                "{day}: {s}"
+            );
+            assert!(!s.contains('“'), "{day}: quoted: {s}");
+        }
+    }
+}
