@@ -209,7 +209,7 @@ fn main() {
     if std::env::args().any(|a| a == "--test") {
         return;
     }
-    let config = Config::parse("").unwrap();
+    let config = Config::parse(&std::env::var("KD_BENCH_CONFIG").unwrap_or_default()).unwrap();
     bench_listing(&config);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

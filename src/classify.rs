@@ -271,7 +271,7 @@ impl Classifier {
                 .cloned()
                 .collect(),
             Some(model) => {
-                let features = learned::features(event);
+                let features = model.known_features(event);
                 relevance.learned = Some(model.relevance(&features));
                 let mut tagged = Vec::new();
                 for name in &self.layer_names {

@@ -25,6 +25,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
+use std::hash::BuildHasherDefault;
 use std::sync::{Arc, LazyLock};
 
 use crate::classify::TAG_AT;
@@ -60,7 +61,7 @@ static BUILTIN_MODEL: LazyLock<Option<Arc<Learned>>> = LazyLock::new(|| {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Head {
     pub bias: f64,
-    pub weights: HashMap<String, f64>,
+    pub weights: HashMap<String, f64, FnvBuild>,
 }
 
 /// A correction and the features that moved it most.
@@ -74,17 +75,20 @@ pub struct Correction {
 
 impl Head {
     fn correct(&self, features: &Features) -> Correction {
-        let mut parts: Vec<(String, f64)> = features
+        let mut parts: Vec<(&str, f64)> = features
             .names
             .iter()
-            .filter_map(|f| self.weights.get(f).map(|w| (f.clone(), w * features.x)))
+            .filter_map(|f| self.weights.get(f).map(|w| (f.as_str(), w * features.x)))
             .collect();
         let sum: f64 = self.bias + parts.iter().map(|(_, c)| c).sum::<f64>();
-        parts.sort_by(|a, b| b.1.abs().total_cmp(&a.1.abs()).then_with(|| a.0.cmp(&b.0)));
-        parts.truncate(5);
+        parts.sort_by(|a, b| b.1.abs().total_cmp(&a.1.abs()).then_with(|| a.0.cmp(b.0)));
         Correction {
             value: sum.clamp(-MAX_CORRECTION, MAX_CORRECTION),
-            top: parts,
+            top: parts
+                .into_iter()
+                .take(5)
+                .map(|(f, c)| (f.to_string(), c))
+                .collect(),
         }
     }
 }
@@ -94,6 +98,8 @@ impl Head {
 pub struct Learned {
     pub relevance: Head,
     pub layers: BTreeMap<String, Head>,
+    /// Every feature some head weighs, by its FNV hash (built by [`Learned::indexed`]).
+    known: HashMap<u64, String, BuildHasherDefault<Identity>>,
 }
 
 /// An event's features: distinct names, and the value each present feature has.
@@ -107,6 +113,40 @@ impl Learned {
     /// The weights built into the binary; None when the file holds none.
     pub fn builtin() -> Option<Arc<Learned>> {
         BUILTIN_MODEL.clone()
+    }
+
+    /// The heads, with the set of features they weigh built for [`Learned::known_features`].
+    pub fn indexed(mut self) -> Learned {
+        self.known = std::iter::once(&self.relevance)
+            .chain(self.layers.values())
+            .flat_map(|h| h.weights.keys().map(|k| (fnv(k), k.clone())))
+            .collect();
+        self
+    }
+
+    /// The event's features that some head weighs, with the value [`features`] gives them:
+    /// what classification needs, without a string per n-gram of the text.
+    pub fn known_features(&self, event: &Event) -> Features {
+        let mut hashes = Vec::new();
+        let mut hits: BTreeSet<String> = BTreeSet::new();
+        each_event_ngram(event, &mut |g: &str| {
+            let h = fnv(g);
+            hashes.push(h);
+            // The hash finds the candidate; the string decides.
+            if self.known.get(&h).is_some_and(|k| k == g) && !hits.contains(g) {
+                hits.insert(g.to_string());
+            }
+        });
+        hashes.sort_unstable();
+        hashes.dedup();
+        let kind = kind_feature(event);
+        if self.known.get(&fnv(&kind)).is_some_and(|k| *k == kind) {
+            hits.insert(kind);
+        }
+        Features {
+            names: hits.into_iter().collect(),
+            x: feature_value(hashes.len()),
+        }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -153,7 +193,7 @@ impl Learned {
                 head.weights.insert(feature.to_string(), weight);
             }
         }
-        Ok(model)
+        Ok(model.indexed())
     }
 
     /// The weights file, heads in order, features by weight (largest first) then name.
@@ -178,49 +218,135 @@ impl Learned {
 
 const BIAS: &str = "(bias)";
 
-/// Lower-case words of a text: letters and digits, numbers folded to `#`.
-fn words(text: &str, limit: usize) -> Vec<String> {
-    text.split(|c: char| !c.is_alphanumeric())
+/// Calls `f` with each word of `text` (lower-case, not a stop word, not a bare number) and
+/// each pair of neighbouring such words, `prefix`ed; only the first `limit` words are read.
+/// One buffer is reused, so the fast path in [`Learned::known_features`] allocates nothing
+/// per n-gram.
+fn each_ngram(text: &str, limit: usize, prefix: &str, f: &mut impl FnMut(&str)) {
+    let (mut word, mut previous, mut gram) = (String::new(), String::new(), String::new());
+    let mut has_previous = false;
+    for w in text
+        .split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty())
         .take(limit)
-        .map(|w| {
-            if w.chars().all(|c| c.is_ascii_digit()) {
-                "#".to_string()
-            } else {
-                w.to_lowercase()
-            }
-        })
-        .collect()
+    {
+        if w.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        word.clear();
+        if w.is_ascii() {
+            word.push_str(w);
+            word.make_ascii_lowercase();
+        } else {
+            word.extend(w.chars().flat_map(char::to_lowercase));
+        }
+        // Every stop word is five letters or fewer: most words skip the list.
+        if word.len() <= 5 && STOP_WORDS.contains(&word.as_str()) {
+            continue;
+        }
+        gram.clear();
+        gram.push_str(prefix);
+        gram.push_str(&word);
+        f(&gram);
+        if has_previous {
+            gram.clear();
+            gram.push_str(prefix);
+            gram.push_str(&previous);
+            gram.push(' ');
+            gram.push_str(&word);
+            f(&gram);
+        }
+        std::mem::swap(&mut previous, &mut word);
+        has_previous = true;
+    }
 }
 
-/// Words (not stop words) and pairs of neighbouring non-stop words, `prefix`ed.
-fn ngrams(text: &str, limit: usize, prefix: &str, out: &mut BTreeSet<String>) {
-    let kept: Vec<String> = words(text, limit)
-        .into_iter()
-        .filter(|w| !STOP_WORDS.contains(&w.as_str()) && w != "#")
-        .collect();
-    for (i, w) in kept.iter().enumerate() {
-        out.insert(format!("{prefix}{w}"));
-        if let Some(next) = kept.get(i + 1) {
-            out.insert(format!("{prefix}{w} {next}"));
-        }
+/// Every n-gram of an event: title ones `t:`-prefixed, text ones from the first
+/// [`TEXT_WORDS`] words of each item.
+fn each_event_ngram(event: &Event, f: &mut impl FnMut(&str)) {
+    for item in &event.items {
+        each_ngram(&item.title, usize::MAX, "t:", f);
+        each_ngram(&item.text, TEXT_WORDS, "", f);
     }
+}
+
+fn kind_feature(event: &Event) -> String {
+    format!("kind:{:?}", event.primary().kind).to_lowercase()
+}
+
+/// The value of each present feature of an event with `n` distinct n-grams.
+fn feature_value(n: usize) -> f64 {
+    (REFERENCE_FEATURES / (n as f64).max(REFERENCE_FEATURES)).sqrt()
 }
 
 /// The features of an event: title n-grams (`t:`), text n-grams of the first
 /// [`TEXT_WORDS`] words of each item, and the primary item's kind (`kind:paper`).
 pub fn features(event: &Event) -> Features {
     let mut names = BTreeSet::new();
-    for item in &event.items {
-        ngrams(&item.title, usize::MAX, "t:", &mut names);
-        ngrams(&item.text, TEXT_WORDS, "", &mut names);
-    }
-    let n = names.len() as f64;
-    names.insert(format!("kind:{:?}", event.primary().kind).to_lowercase());
+    each_event_ngram(event, &mut |g: &str| {
+        if !names.contains(g) {
+            names.insert(g.to_string());
+        }
+    });
+    let x = feature_value(names.len());
+    names.insert(kind_feature(event));
     Features {
         names: names.into_iter().collect(),
-        x: (REFERENCE_FEATURES / n.max(REFERENCE_FEATURES)).sqrt(),
+        x,
     }
+}
+
+/// FNV-1a, for the n-gram hashes of [`Learned::known_features`]: n-grams are short, and
+/// the table's keys are the model's own, so a crafted collision costs a comparison, no more.
+#[derive(Default)]
+pub struct Fnv(u64);
+
+impl std::hash::Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for b in bytes {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = h;
+    }
+}
+
+type FnvBuild = BuildHasherDefault<Fnv>;
+
+/// The keys of [`Learned::known`] are FNV hashes already.
+#[derive(Default)]
+pub struct Identity(u64);
+
+impl std::hash::Hasher for Identity {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 << 8) | u64::from(*b);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+fn fnv(s: &str) -> u64 {
+    use std::hash::Hasher as _;
+    let mut h = Fnv::default();
+    h.write(s.as_bytes());
+    h.finish()
 }
 
 /// The relevance prior in log-odds, from the phrase model's score and the digest's
@@ -312,7 +438,12 @@ pub fn fit(examples: &[Example], layer_names: &[String], params: FitParams) -> L
             )
         })
         .collect();
-    Learned { relevance, layers }
+    Learned {
+        relevance,
+        layers,
+        ..Learned::default()
+    }
+    .indexed()
 }
 
 /// Logistic regression with a fixed offset (the prior) per row, elastic net on the feature
@@ -418,21 +549,25 @@ fn train(rows: &[(&Example, bool, f64)], params: FitParams) -> Head {
 mod tests {
     use super::*;
 
+    fn item(text: &str) -> crate::model::Item {
+        crate::model::Item {
+            key: "k".into(),
+            source: "s".into(),
+            kind: crate::model::ItemKind::Post,
+            title: String::new(),
+            url: String::new(),
+            text: text.into(),
+            published: chrono::Utc::now(),
+            release: None,
+            arxiv_id: None,
+            cited_arxiv: vec![],
+        }
+    }
+
     fn example(text: &str, score: f64, relevant: bool) -> Example {
         let event = crate::model::Event {
             id: "e".into(),
-            items: vec![crate::model::Item {
-                key: "k".into(),
-                source: "s".into(),
-                kind: crate::model::ItemKind::Post,
-                title: String::new(),
-                url: String::new(),
-                text: text.into(),
-                published: chrono::Utc::now(),
-                release: None,
-                arxiv_id: None,
-                cited_arxiv: vec![],
-            }],
+            items: vec![item(text)],
         };
         Example {
             features: features(&event),
@@ -517,6 +652,7 @@ mod tests {
             .or_default()
             .weights
             .insert("collectives".into(), 1.25);
+        let model = model.indexed();
         let text = model.to_tsv("trained on test data");
         assert!(text.starts_with("# trained on test data\n"));
         assert_eq!(Learned::parse(&text).unwrap(), model);
@@ -529,6 +665,45 @@ mod tests {
             Learned::parse("relevance x 1")
                 .unwrap_err()
                 .contains("tabs")
+        );
+    }
+
+    #[test]
+    fn the_fast_path_sees_what_training_sees() {
+        let mut model = Learned::default();
+        for f in [
+            "t:nvshmem",
+            "collectives",
+            "gpu initiated",
+            "kind:post",
+            "absent",
+        ] {
+            model.relevance.weights.insert(f.into(), 1.0);
+        }
+        let model = model.indexed();
+        let e = example(
+            "GPU-initiated collectives: 8 GPUs run the collectives in NVSHMEM",
+            50.0,
+            true,
+        );
+        let all = e.features.clone();
+        let known = model.known_features(&crate::model::Event {
+            id: "e".into(),
+            items: vec![item(
+                "GPU-initiated collectives: 8 GPUs run the collectives in NVSHMEM",
+            )],
+        });
+        assert_eq!(known.x, all.x);
+        let expected: Vec<String> = all
+            .names
+            .iter()
+            .filter(|f| model.known.values().any(|k| k == *f))
+            .cloned()
+            .collect();
+        assert_eq!(known.names, expected);
+        assert_eq!(
+            known.names,
+            vec!["collectives", "gpu initiated", "kind:post"]
         );
     }
 
