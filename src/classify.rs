@@ -271,12 +271,16 @@ impl Classifier {
                 .cloned()
                 .collect(),
             Some(model) => {
-                let features = model.known_features(event);
-                relevance.learned = Some(model.relevance(&features));
+                let corrections = model.correct(event);
+                relevance.learned = Some(corrections.relevance);
                 let mut tagged = Vec::new();
                 for name in &self.layer_names {
                     let prior = learned::layer_prior(prior_points(name));
-                    let correction = model.layer(name, &features).map_or(0.0, |c| c.value);
+                    let correction = corrections
+                        .layers
+                        .iter()
+                        .find(|(n, _)| n == name)
+                        .map_or(0.0, |(_, c)| *c);
                     if correction != 0.0 {
                         layer_corrections
                             .push((name.clone(), (correction * 100.0).round() / 100.0));

@@ -337,6 +337,15 @@ pub fn headline(ordered: &[&DigestEvent], t: &Locale) -> String {
     })
     .collect();
     if counts.is_empty() {
+        // A release alone: in zh-CN its overview clause (name, level and main figure) makes
+        // a Chinese headline where "<name> 发布" would be a name and one word.
+        if top.kind == ItemKind::Release && named.len() == 1 && !top.brief.is_empty() {
+            let names = crate::release_notes::release_name(&top.title);
+            return t.fill(
+                "headline_release_alone",
+                &[("names", names), ("brief", &capitalised(&top.brief))],
+            );
+        }
         return lead;
     }
     let items = match counts.split_last() {

@@ -43,11 +43,39 @@ const TEXT_WORDS: usize = 200;
 pub const RELEVANCE: &str = "relevance";
 
 /// Words too common to mean anything alone; they still separate word pairs.
-const STOP_WORDS: &[&str] = &[
-    "a", "an", "and", "are", "as", "at", "be", "by", "can", "for", "from", "has", "have", "in",
-    "is", "it", "its", "of", "on", "or", "our", "that", "the", "their", "this", "to", "we",
-    "which", "with",
-];
+fn is_stop_word(word: &str) -> bool {
+    matches!(
+        word,
+        "a" | "an"
+            | "and"
+            | "are"
+            | "as"
+            | "at"
+            | "be"
+            | "by"
+            | "can"
+            | "for"
+            | "from"
+            | "has"
+            | "have"
+            | "in"
+            | "is"
+            | "it"
+            | "its"
+            | "of"
+            | "on"
+            | "or"
+            | "our"
+            | "that"
+            | "the"
+            | "their"
+            | "this"
+            | "to"
+            | "we"
+            | "which"
+            | "with"
+    )
+}
 
 /// The shipped weights, trained by `kdigest eval --fit` on tests/fixtures/eval.
 const BUILTIN: &str = include_str!("learned_model.tsv");
@@ -75,12 +103,17 @@ pub struct Correction {
 
 impl Head {
     fn correct(&self, features: &Features) -> Correction {
-        let mut parts: Vec<(&str, f64)> = features
+        let parts: Vec<(&str, f64)> = features
             .names
             .iter()
             .filter_map(|f| self.weights.get(f).map(|w| (f.as_str(), w * features.x)))
             .collect();
-        let sum: f64 = self.bias + parts.iter().map(|(_, c)| c).sum::<f64>();
+        Head::correction(self.bias, parts)
+    }
+
+    /// The bias plus the contributions (in feature-name order), clamped, with the largest.
+    fn correction(bias: f64, mut parts: Vec<(&str, f64)>) -> Correction {
+        let sum: f64 = bias + parts.iter().map(|(_, c)| c).sum::<f64>();
         parts.sort_by(|a, b| b.1.abs().total_cmp(&a.1.abs()).then_with(|| a.0.cmp(b.0)));
         Correction {
             value: sum.clamp(-MAX_CORRECTION, MAX_CORRECTION),
@@ -99,7 +132,25 @@ pub struct Learned {
     pub relevance: Head,
     pub layers: BTreeMap<String, Head>,
     /// Every feature some head weighs, by its FNV hash (built by [`Learned::indexed`]).
-    known: HashMap<u64, String, BuildHasherDefault<Identity>>,
+    known: HashMap<u64, Known, BuildHasherDefault<Identity>>,
+}
+
+/// A feature some head weighs, and its weight in each (head 0 is relevance, then the
+/// layers in name order).
+#[derive(Debug, Clone, PartialEq)]
+struct Known {
+    /// Rank of the name among all known names: hits sort by it, cheaply and in name order.
+    id: u32,
+    name: String,
+    weights: Vec<(usize, f64)>,
+}
+
+/// The learned corrections of one event: relevance (with the features that moved it) and,
+/// in log-odds, each layer the model has a head for.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Corrections<'a> {
+    pub relevance: Correction,
+    pub layers: Vec<(&'a str, f64)>,
 }
 
 /// An event's features: distinct names, and the value each present feature has.
@@ -115,38 +166,84 @@ impl Learned {
         BUILTIN_MODEL.clone()
     }
 
-    /// The heads, with the set of features they weigh built for [`Learned::known_features`].
+    /// The heads, with the table of the features they weigh built for [`Learned::correct`].
     pub fn indexed(mut self) -> Learned {
-        self.known = std::iter::once(&self.relevance)
-            .chain(self.layers.values())
-            .flat_map(|h| h.weights.keys().map(|k| (fnv(k), k.clone())))
-            .collect();
+        let mut known: HashMap<u64, Known, BuildHasherDefault<Identity>> = HashMap::default();
+        let heads = std::iter::once(&self.relevance).chain(self.layers.values());
+        for (i, head) in heads.enumerate() {
+            let mut weights: Vec<(&String, &f64)> = head.weights.iter().collect();
+            weights.sort_by(|a, b| a.0.cmp(b.0));
+            for (name, w) in weights {
+                known
+                    .entry(fnv(name))
+                    .or_insert_with(|| Known {
+                        id: 0,
+                        name: name.clone(),
+                        weights: Vec::new(),
+                    })
+                    .weights
+                    .push((i, *w));
+            }
+        }
+        let mut names: Vec<(String, u64)> =
+            known.iter().map(|(h, k)| (k.name.clone(), *h)).collect();
+        names.sort();
+        for (id, (_, h)) in names.iter().enumerate() {
+            if let Some(k) = known.get_mut(h) {
+                k.id = id as u32;
+            }
+        }
+        self.known = known;
         self
     }
 
-    /// The event's features that some head weighs, with the value [`features`] gives them:
-    /// what classification needs, without a string per n-gram of the text.
-    pub fn known_features(&self, event: &Event) -> Features {
-        let mut hashes = Vec::new();
-        let mut hits: BTreeSet<String> = BTreeSet::new();
-        each_event_ngram(event, &mut |g: &str| {
-            let h = fnv(g);
-            hashes.push(h);
-            // The hash finds the candidate; the string decides.
-            if self.known.get(&h).is_some_and(|k| k == g) && !hits.contains(g) {
-                hits.insert(g.to_string());
+    /// The corrections of every head for one event, reading the event's n-grams once as
+    /// hashes: what [`features`] and [`Head`] would give, without a string per n-gram.
+    pub fn correct(&self, event: &Event) -> Corrections<'_> {
+        let mut count = 0usize;
+        let mut hits: Vec<&Known> = Vec::new();
+        let mut visit = |h: u64, prefix: &str, previous: Option<&str>, word: &str| {
+            count += 1;
+            // The hash finds the candidate; the spelling decides.
+            if let Some(k) = self.known.get(&h)
+                && spells(&k.name, prefix, previous, word)
+            {
+                hits.push(k);
             }
-        });
-        hashes.sort_unstable();
-        hashes.dedup();
+        };
+        for item in &event.items {
+            each_ngram_hash(&item.title, usize::MAX, "t:", &mut visit);
+            each_ngram_hash(&item.text, TEXT_WORDS, "", &mut visit);
+        }
         let kind = kind_feature(event);
-        if self.known.get(&fnv(&kind)).is_some_and(|k| *k == kind) {
-            hits.insert(kind);
+        if let Some(k) = self.known.get(&fnv(&kind))
+            && k.name == kind
+        {
+            hits.push(k);
         }
-        Features {
-            names: hits.into_iter().collect(),
-            x: feature_value(hashes.len()),
+        hits.sort_unstable_by_key(|k| k.id);
+        hits.dedup_by_key(|k| k.id);
+        let x = feature_value(count);
+        let mut parts: Vec<Vec<(&str, f64)>> = vec![Vec::new(); 1 + self.layers.len()];
+        for k in hits {
+            for (head, w) in &k.weights {
+                parts[*head].push((k.name.as_str(), w * x));
+            }
         }
+        let mut parts = parts.into_iter();
+        let relevance = Head::correction(self.relevance.bias, parts.next().unwrap_or_default());
+        // Only the relevance correction's features are shown (explain); the layers need
+        // their values alone.
+        let layers = self
+            .layers
+            .iter()
+            .zip(parts)
+            .map(|((name, head), parts)| {
+                let sum = head.bias + parts.iter().map(|(_, c)| c).sum::<f64>();
+                (name.as_str(), sum.clamp(-MAX_CORRECTION, MAX_CORRECTION))
+            })
+            .collect();
+        Corrections { relevance, layers }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -218,18 +315,11 @@ impl Learned {
 
 const BIAS: &str = "(bias)";
 
-/// Calls `f` with each word of `text` (lower-case, not a stop word, not a bare number) and
-/// each pair of neighbouring such words, `prefix`ed; only the first `limit` words are read.
-/// One buffer is reused, so the fast path in [`Learned::known_features`] allocates nothing
-/// per n-gram.
-fn each_ngram(text: &str, limit: usize, prefix: &str, f: &mut impl FnMut(&str)) {
-    let (mut word, mut previous, mut gram) = (String::new(), String::new(), String::new());
-    let mut has_previous = false;
-    for w in text
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .take(limit)
-    {
+/// Calls `f` with each word of `text` that makes features: lower-case, not a stop word, not
+/// a bare number; only the first `limit` words are read. One buffer is reused.
+fn each_word(text: &str, limit: usize, f: &mut impl FnMut(&str)) {
+    let mut word = String::new();
+    for w in alphanumeric_runs(text).take(limit) {
         if w.bytes().all(|b| b.is_ascii_digit()) {
             continue;
         }
@@ -240,25 +330,104 @@ fn each_ngram(text: &str, limit: usize, prefix: &str, f: &mut impl FnMut(&str)) 
         } else {
             word.extend(w.chars().flat_map(char::to_lowercase));
         }
-        // Every stop word is five letters or fewer: most words skip the list.
-        if word.len() <= 5 && STOP_WORDS.contains(&word.as_str()) {
+        if is_stop_word(&word) {
             continue;
         }
+        f(&word);
+    }
+}
+
+/// The runs of letters and digits of `text`: what `split(|c| !c.is_alphanumeric())` gives
+/// without its empty pieces, decoding a character only where a byte is not ASCII.
+fn alphanumeric_runs(text: &str) -> impl Iterator<Item = &str> {
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        let mut start = None;
+        while i < bytes.len() {
+            let (word, len) = match bytes[i] {
+                b if b < 0x80 => (b.is_ascii_alphanumeric(), 1),
+                _ => {
+                    let c = text[i..].chars().next().unwrap_or(' ');
+                    (c.is_alphanumeric(), c.len_utf8())
+                }
+            };
+            match (word, start) {
+                (true, None) => start = Some(i),
+                (false, Some(s)) => {
+                    i += len;
+                    return Some(&text[s..i - len]);
+                }
+                _ => {}
+            }
+            i += len;
+        }
+        start.map(|s| &text[s..])
+    })
+}
+
+/// Calls `f` with each word of `text` and each pair of neighbouring words (see
+/// [`each_word`]), `prefix`ed: the features training reads.
+fn each_ngram(text: &str, limit: usize, prefix: &str, f: &mut impl FnMut(&str)) {
+    let (mut previous, mut gram) = (None::<String>, String::new());
+    each_word(text, limit, &mut |word| {
         gram.clear();
         gram.push_str(prefix);
-        gram.push_str(&word);
+        gram.push_str(word);
         f(&gram);
-        if has_previous {
+        if let Some(p) = &previous {
             gram.clear();
             gram.push_str(prefix);
-            gram.push_str(&previous);
+            gram.push_str(p);
             gram.push(' ');
-            gram.push_str(&word);
+            gram.push_str(word);
             f(&gram);
         }
-        std::mem::swap(&mut previous, &mut word);
-        has_previous = true;
-    }
+        let p = previous.get_or_insert_with(String::new);
+        p.clear();
+        p.push_str(word);
+    });
+}
+
+/// The same n-grams as [`each_ngram`], as their FNV hashes, built without writing a pair
+/// out: a pair's hash continues its first word's. `f` gets the hash, the prefix, the
+/// previous word (for a pair) and the word, to check the spelling only when the hash is a
+/// known one.
+fn each_ngram_hash(
+    text: &str,
+    limit: usize,
+    prefix: &str,
+    f: &mut impl FnMut(u64, &str, Option<&str>, &str),
+) {
+    let start = fnv_extend(FNV_OFFSET, prefix.as_bytes());
+    let mut previous: Option<(u64, String)> = None;
+    each_word(text, limit, &mut |word| {
+        let single = fnv_extend(start, word.as_bytes());
+        f(single, prefix, None, word);
+        if let Some((h, p)) = &previous {
+            let pair = fnv_extend(fnv_extend(*h, b" "), word.as_bytes());
+            f(pair, prefix, Some(p), word);
+        }
+        let (h, p) = previous.get_or_insert_with(|| (0, String::new()));
+        *h = single;
+        p.clear();
+        p.push_str(word);
+    });
+}
+
+/// Whether `name` spells `prefix` + (`previous` + " ")? + `word`.
+fn spells(name: &str, prefix: &str, previous: Option<&str>, word: &str) -> bool {
+    let Some(rest) = name.strip_prefix(prefix) else {
+        return false;
+    };
+    let rest = match previous {
+        Some(p) => match rest.strip_prefix(p).and_then(|r| r.strip_prefix(' ')) {
+            Some(r) => r,
+            None => return false,
+        },
+        None => rest,
+    };
+    rest == word
 }
 
 /// Every n-gram of an event: title ones `t:`-prefixed, text ones from the first
@@ -274,7 +443,8 @@ fn kind_feature(event: &Event) -> String {
     format!("kind:{:?}", event.primary().kind).to_lowercase()
 }
 
-/// The value of each present feature of an event with `n` distinct n-grams.
+/// The value of each present feature of an event with `n` n-grams (repeats counted: it
+/// measures length, and counting needs no set).
 fn feature_value(n: usize) -> f64 {
     (REFERENCE_FEATURES / (n as f64).max(REFERENCE_FEATURES)).sqrt()
 }
@@ -283,12 +453,14 @@ fn feature_value(n: usize) -> f64 {
 /// [`TEXT_WORDS`] words of each item, and the primary item's kind (`kind:paper`).
 pub fn features(event: &Event) -> Features {
     let mut names = BTreeSet::new();
+    let mut count = 0;
     each_event_ngram(event, &mut |g: &str| {
+        count += 1;
         if !names.contains(g) {
             names.insert(g.to_string());
         }
     });
-    let x = feature_value(names.len());
+    let x = feature_value(count);
     names.insert(kind_feature(event));
     Features {
         names: names.into_iter().collect(),
@@ -296,7 +468,7 @@ pub fn features(event: &Event) -> Features {
     }
 }
 
-/// FNV-1a, for the n-gram hashes of [`Learned::known_features`]: n-grams are short, and
+/// FNV-1a, for the n-gram hashes of [`Learned::correct`]: n-grams are short, and
 /// the table's keys are the model's own, so a crafted collision costs a comparison, no more.
 #[derive(Default)]
 pub struct Fnv(u64);
@@ -307,16 +479,8 @@ impl std::hash::Hasher for Fnv {
     }
 
     fn write(&mut self, bytes: &[u8]) {
-        let mut h = if self.0 == 0 {
-            0xcbf2_9ce4_8422_2325
-        } else {
-            self.0
-        };
-        for b in bytes {
-            h ^= u64::from(*b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-        self.0 = h;
+        let h = if self.0 == 0 { FNV_OFFSET } else { self.0 };
+        self.0 = fnv_extend(h, bytes);
     }
 }
 
@@ -342,11 +506,18 @@ impl std::hash::Hasher for Identity {
     }
 }
 
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
+fn fnv_extend(mut h: u64, bytes: &[u8]) -> u64 {
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
 fn fnv(s: &str) -> u64 {
-    use std::hash::Hasher as _;
-    let mut h = Fnv::default();
-    h.write(s.as_bytes());
-    h.finish()
+    fnv_extend(FNV_OFFSET, s.as_bytes())
 }
 
 /// The relevance prior in log-odds, from the phrase model's score and the digest's
@@ -669,42 +840,62 @@ mod tests {
     }
 
     #[test]
-    fn the_fast_path_sees_what_training_sees() {
+    fn the_fast_path_gives_what_training_features_give() {
         let mut model = Learned::default();
-        for f in [
-            "t:nvshmem",
-            "collectives",
-            "gpu initiated",
-            "kind:post",
-            "absent",
+        for (f, w) in [
+            ("t:nvshmem", 0.5),
+            ("collectives", 1.0),
+            ("gpu initiated", 0.25),
+            ("kind:post", -0.5),
+            ("absent", 2.0),
         ] {
-            model.relevance.weights.insert(f.into(), 1.0);
+            model.relevance.weights.insert(f.into(), w);
         }
+        model.relevance.bias = 0.125;
+        let runtime = model.layers.entry("runtime".into()).or_default();
+        runtime.weights.insert("collectives".into(), 0.75);
+        runtime.weights.insert("nvshmem".into(), 0.5);
         let model = model.indexed();
-        let e = example(
-            "GPU-initiated collectives: 8 GPUs run the collectives in NVSHMEM",
-            50.0,
-            true,
-        );
-        let all = e.features.clone();
-        let known = model.known_features(&crate::model::Event {
+        let mut one = item("GPU-initiated collectives: 8 GPUs run the collectives in NVSHMEM");
+        one.title = "NVSHMEM 3.0".into();
+        let event = crate::model::Event {
             id: "e".into(),
-            items: vec![item(
-                "GPU-initiated collectives: 8 GPUs run the collectives in NVSHMEM",
-            )],
-        });
-        assert_eq!(known.x, all.x);
-        let expected: Vec<String> = all
-            .names
-            .iter()
-            .filter(|f| model.known.values().any(|k| k == *f))
-            .cloned()
-            .collect();
-        assert_eq!(known.names, expected);
+            items: vec![one],
+        };
+        let fast = model.correct(&event);
+        let features = features(&event);
+        assert_eq!(fast.relevance, model.relevance(&features));
         assert_eq!(
-            known.names,
-            vec!["collectives", "gpu initiated", "kind:post"]
+            fast.layers,
+            vec![("runtime", model.layer("runtime", &features).unwrap().value)]
         );
+        let names: Vec<&str> = fast.relevance.top.iter().map(|(f, _)| f.as_str()).collect();
+        assert_eq!(
+            names,
+            vec!["collectives", "kind:post", "t:nvshmem", "gpu initiated"]
+        );
+    }
+
+    #[test]
+    fn words_split_like_the_standard_library() {
+        for text in [
+            "",
+            "  ",
+            "GPU-initiated, 2^26 ×3 naïve Straße—café 中文 x",
+            "a",
+            "tail",
+            "—lead",
+        ] {
+            let expected: Vec<&str> = text
+                .split(|c: char| !c.is_alphanumeric())
+                .filter(|w| !w.is_empty())
+                .collect();
+            assert_eq!(
+                alphanumeric_runs(text).collect::<Vec<_>>(),
+                expected,
+                "{text:?}"
+            );
+        }
     }
 
     #[test]
