@@ -6,10 +6,12 @@
 //! phrase model gives a score `s` and, per layer, anchored points `p`. The learned model adds
 //! a correction made of word and word-pair features of the titles and texts:
 //!
-//! - relevance: log-odds = (s - min_score) / [`SCORE_SCALE`] + c, and the score gains a
-//!   `learned` component of [`SCORE_SCALE`] × c points: the event is in the digest when the
-//!   corrected score reaches `digest.min_score`, which is where the log-odds cross 0, so
-//!   training fits the very decision the digest makes;
+//! - relevance: log-odds = (s - min_score) / [`SCORE_SCALE`] + g × c, and the score gains
+//!   a `learned` component of [`SCORE_SCALE`] × g × c points: the event is in the digest
+//!   when the corrected score reaches `digest.min_score`, which is where the log-odds cross
+//!   0, so training fits the very decision the digest makes. The gain g
+//!   ([`relevance_gain`]) is 1 at the threshold and fades to 0 [`GAIN_POINTS`] away, so the
+//!   correction moves borderline events, not the order of clearly relevant ones;
 //! - layer L: log-odds = p - [`TAG_AT`] + c_L, and L is tagged when that is >= 0.
 //!
 //! c = bias + Σ weight × x over the event's features; x is 1 for a short text and
@@ -33,6 +35,8 @@ use crate::model::Event;
 
 /// Score points per unit of log-odds.
 pub const SCORE_SCALE: f64 = 5.0;
+/// Score distance from the threshold at which the relevance correction fades out.
+pub const GAIN_POINTS: f64 = 25.0;
 /// The most a correction moves an event's log-odds either way.
 pub const MAX_CORRECTION: f64 = 3.0;
 /// Texts with up to this many features count each in full.
@@ -526,6 +530,14 @@ pub fn relevance_prior(score: f64, min_score: f64) -> f64 {
     ((score - min_score) / SCORE_SCALE).clamp(-4.0, 4.0)
 }
 
+/// How much of the relevance correction applies to an event the phrase model scored
+/// `score`: all of it at the threshold, less with distance, none [`GAIN_POINTS`] away. The
+/// correction decides what is in the digest; it does not reorder what clearly is (a major
+/// release stays ahead of a minor one).
+pub fn relevance_gain(score: f64, min_score: f64) -> f64 {
+    (1.0 - (score - min_score).abs() / GAIN_POINTS).max(0.0)
+}
+
 /// A layer's prior in log-odds, from its anchored phrase points.
 pub fn layer_prior(points: f64) -> f64 {
     (points - TAG_AT).clamp(-4.0, 4.0)
@@ -575,11 +587,17 @@ impl Default for FitParams {
 /// Trains the relevance head on events labelled relevant or irrelevant, and one head per
 /// layer on the relevant events.
 pub fn fit(examples: &[Example], layer_names: &[String], params: FitParams) -> Learned {
-    let relevance_rows: Vec<(&Example, bool, f64)> = examples
+    let relevance_rows: Vec<(&Example, bool, f64, f64)> = examples
         .iter()
         .filter_map(|e| {
-            e.relevant
-                .map(|r| (e, r, relevance_prior(e.score, e.min_score)))
+            e.relevant.map(|r| {
+                (
+                    e,
+                    r,
+                    relevance_prior(e.score, e.min_score),
+                    relevance_gain(e.score, e.min_score),
+                )
+            })
         })
         .collect();
     let relevance = train(&relevance_rows, params);
@@ -590,11 +608,11 @@ pub fn fit(examples: &[Example], layer_names: &[String], params: FitParams) -> L
     let layers = layer_names
         .iter()
         .map(|name| {
-            let rows: Vec<(&Example, bool, f64)> = relevant
+            let rows: Vec<(&Example, bool, f64, f64)> = relevant
                 .iter()
                 .map(|e| {
                     let points = e.layer_points.get(name).copied().unwrap_or(0.0);
-                    (*e, e.layers.contains(name), layer_prior(points))
+                    (*e, e.layers.contains(name), layer_prior(points), 1.0)
                 })
                 .collect();
             (
@@ -617,9 +635,10 @@ pub fn fit(examples: &[Example], layer_names: &[String], params: FitParams) -> L
     .indexed()
 }
 
-/// Logistic regression with a fixed offset (the prior) per row, elastic net on the feature
-/// weights, the bias free. Features are indexed in name order so the sums run in one order.
-fn train(rows: &[(&Example, bool, f64)], params: FitParams) -> Head {
+/// Logistic regression with a fixed offset (the prior) and a gain on the learned part per
+/// row (log-odds = prior + gain × (bias + Σ w x)), elastic net on the feature weights, the
+/// bias free. Features are indexed in name order so the sums run in one order.
+fn train(rows: &[(&Example, bool, f64, f64)], params: FitParams) -> Head {
     let positives = rows.iter().filter(|r| r.1).count();
     let negatives = rows.len() - positives;
     if positives == 0 || negatives == 0 {
@@ -627,7 +646,7 @@ fn train(rows: &[(&Example, bool, f64)], params: FitParams) -> Head {
     }
     // A feature seen in one training event only is that event's name, not the field's.
     let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
-    for (e, _, _) in rows {
+    for (e, _, _, _) in rows {
         for f in &e.features.names {
             *seen.entry(f.as_str()).or_default() += 1;
         }
@@ -644,7 +663,7 @@ fn train(rows: &[(&Example, bool, f64)], params: FitParams) -> Head {
         .collect();
     let sparse: Vec<Vec<usize>> = rows
         .iter()
-        .map(|(e, _, _)| {
+        .map(|(e, _, _, _)| {
             e.features
                 .names
                 .iter()
@@ -663,7 +682,7 @@ fn train(rows: &[(&Example, bool, f64)], params: FitParams) -> Head {
     let max_norm = rows
         .iter()
         .zip(&sparse)
-        .map(|((e, _, _), f)| f.len() as f64 * e.features.x * e.features.x + 1.0)
+        .map(|((e, _, _, _), f)| f.len() as f64 * e.features.x * e.features.x + 1.0)
         .fold(1.0, f64::max);
     let max_weight = weight_of(true).max(weight_of(false));
     let step = 1.0 / (0.25 * max_norm * max_weight * rows.len() as f64 + params.l2);
@@ -676,12 +695,12 @@ fn train(rows: &[(&Example, bool, f64)], params: FitParams) -> Head {
     let mut grad = vec![0.0; dims];
     for _ in 0..params.steps {
         grad.iter_mut().for_each(|g| *g = 0.0);
-        for ((e, positive, prior), f) in rows.iter().zip(&sparse) {
+        for ((e, positive, prior, gain), f) in rows.iter().zip(&sparse) {
             let x = e.features.x;
-            let z = prior + y[dims - 1] + f.iter().map(|&j| y[j]).sum::<f64>() * x;
+            let z = prior + gain * (y[dims - 1] + f.iter().map(|&j| y[j]).sum::<f64>() * x);
             let p = 1.0 / (1.0 + (-z).exp());
             let target = if *positive { 1.0 } else { 0.0 };
-            let g = (p - target) * weight_of(*positive);
+            let g = (p - target) * weight_of(*positive) * gain;
             for &j in f {
                 grad[j] += g * x;
             }

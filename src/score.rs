@@ -293,7 +293,8 @@ pub fn assess(
         })
         .collect();
     if let Some(c) = &classification.relevance.learned {
-        let component = learned_component(c);
+        let gain = crate::learned::relevance_gain(total, config.digest.min_score.as_f64());
+        let component = learned_component(c, gain);
         total += component.points;
         breakdown.push(component);
     }
@@ -333,8 +334,8 @@ fn relevance_reason(c: &Classification) -> String {
 
 /// The learned component: the correction's log-odds as points, and the features that moved
 /// it most ("t:nvshmem +0.41" is the title word; log-odds before the scale).
-fn learned_component(c: &crate::learned::Correction) -> ScoreComponent {
-    let points = c.value * crate::learned::SCORE_SCALE;
+fn learned_component(c: &crate::learned::Correction, gain: f64) -> ScoreComponent {
+    let points = c.value * gain * crate::learned::SCORE_SCALE;
     let moved: Vec<String> = c.top.iter().map(|(f, v)| format!("{f} {v:+.2}")).collect();
     ScoreComponent {
         name: "learned".into(),
@@ -342,10 +343,11 @@ fn learned_component(c: &crate::learned::Correction) -> ScoreComponent {
         weight: crate::learned::SCORE_SCALE,
         points: round(points, 2),
         reason: format!(
-            "learned correction {:+.2} log-odds × {} points (±{} at most); most moved by: {}",
+            "learned correction {:+.2} log-odds × {} points × gain {:.2} (1 at digest.min_score, 0 {} points away); most moved by: {}",
             c.value,
             crate::learned::SCORE_SCALE,
-            crate::learned::MAX_CORRECTION * crate::learned::SCORE_SCALE,
+            gain,
+            crate::learned::GAIN_POINTS,
             list_or_none(&moved)
         ),
     }

@@ -78,8 +78,6 @@ pub struct RawRelevance {
     pub negative: Vec<String>,
     pub stack: Vec<String>,
     /// Whether the learned corrections (src/learned_model.tsv) apply on top of the phrases.
-    /// Off by default until the digests they make pass the expert-reading and render tests
-    /// (issue 28 stays open); `kdigest eval` measures them either way.
     pub learned: bool,
 }
 
@@ -98,7 +96,7 @@ impl Default for RawRelevance {
             field: b.field,
             negative: b.negative,
             stack: b.stack,
-            learned: false,
+            learned: true,
         }
     }
 }

@@ -351,8 +351,10 @@ async fn rank_blends_checked_ratings_into_scores_and_caches_them() {
     let dir = tempfile::tempdir().unwrap();
     let env = "KDIGEST_TEST_LLM_KEY_RANK";
     unsafe { std::env::set_var(env, KEY) };
+    // The phrase model alone: the scenario is a routine patch just above the threshold,
+    // which a rating of 1 must push out (the learned corrections would lift it further).
     let base_extra = format!(
-        "[summarize]\nmode = \"llm\"\nbase_url = \"{llm_base}\"\napi_key_env = \"{env}\"\nretries = 0\n"
+        "[relevance]\nlearned = false\n[summarize]\nmode = \"llm\"\nbase_url = \"{llm_base}\"\napi_key_env = \"{env}\"\nretries = 0\n"
     );
     // The same day without ratings, for the scores the rules give.
     let plain_dir = tempfile::tempdir().unwrap();
