@@ -55,6 +55,19 @@ pub struct Labels {
     pub same_story: Vec<Vec<String>>,
 }
 
+impl Labels {
+    /// The relevant labels and the optional links, by normalised link.
+    fn by_link(&self) -> (HashMap<String, &Relevant>, BTreeSet<String>) {
+        let relevant = self
+            .relevant
+            .iter()
+            .map(|r| (link_key(&r.url), r))
+            .collect();
+        let optional = self.optional.iter().map(|o| link_key(&o.url)).collect();
+        (relevant, optional)
+    }
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Relevant {
@@ -322,12 +335,7 @@ pub fn evaluate(loaded: &Loaded, model: &Model) -> DayReport {
         .iter()
         .flat_map(|c| c.event.items.iter().map(|i| link_key(&i.url)))
         .collect();
-    let relevant: HashMap<String, &Relevant> = labels
-        .relevant
-        .iter()
-        .map(|r| (link_key(&r.url), r))
-        .collect();
-    let optional: BTreeSet<String> = labels.optional.iter().map(|o| link_key(&o.url)).collect();
+    let (relevant, optional) = labels.by_link();
 
     let mut counts = Counts {
         items: item_count,
@@ -447,12 +455,7 @@ pub fn evaluate(loaded: &Loaded, model: &Model) -> DayReport {
 pub fn examples(loaded: &Loaded) -> Vec<Example> {
     let Loaded { day, window, items } = loaded;
     let labels = &day.labels;
-    let relevant: HashMap<String, &Relevant> = labels
-        .relevant
-        .iter()
-        .map(|r| (link_key(&r.url), r))
-        .collect();
-    let optional: BTreeSet<String> = labels.optional.iter().map(|o| link_key(&o.url)).collect();
+    let (relevant, optional) = labels.by_link();
     let phrases = classifier(day, &Model::Phrases);
     digest::candidates(items.clone(), window, &day.config, &phrases)
         .into_iter()
