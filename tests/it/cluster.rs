@@ -50,7 +50,13 @@ async fn finished(mut child: Child, config: &Path, n: usize, limit: Duration) {
         }
         if started.elapsed() > limit {
             child.kill().unwrap();
-            panic!("instance {n} did not finish within {limit:?}");
+            let log = std::fs::read_to_string(config.with_file_name(format!("instance{n}.log")))
+                .unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(40).collect();
+            panic!(
+                "instance {n} did not finish within {limit:?}\n{}",
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            );
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
