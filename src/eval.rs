@@ -484,30 +484,26 @@ pub fn examples(loaded: &Loaded) -> Vec<Example> {
         .collect()
 }
 
-/// Fits the learned weights on the given days.
-pub fn fit(days: &[&Loaded], examples: &[Vec<Example>]) -> Learned {
-    let layer_names: Vec<String> = days
-        .first()
-        .map(|d| d.day.config.layers.iter().map(|l| l.name.clone()).collect())
-        .unwrap_or_default();
-    let rows: Vec<Example> = examples.iter().flatten().cloned().collect();
-    learned::fit(&rows, &layer_names, FitParams::default())
+/// Fits the learned weights on training examples of days judged with `config`'s layers.
+fn fit(config: &Config, examples: &[&Example]) -> Learned {
+    let layer_names: Vec<String> = config.layers.iter().map(|l| l.name.clone()).collect();
+    learned::fit(examples, &layer_names, FitParams::default())
 }
 
 /// Leave-one-day-out: each day scored by weights fitted on the other days.
 pub fn cross_validate(days: &[Loaded]) -> Vec<DayReport> {
     let examples: Vec<Vec<Example>> = days.iter().map(examples).collect();
-    (0..days.len())
-        .map(|out| {
-            let (rest, rest_examples): (Vec<&Loaded>, Vec<Vec<Example>>) = days
+    days.iter()
+        .enumerate()
+        .map(|(out, day)| {
+            let rest: Vec<&Example> = examples
                 .iter()
-                .zip(&examples)
                 .enumerate()
                 .filter(|(i, _)| *i != out)
-                .map(|(_, (d, e))| (d, e.clone()))
-                .unzip();
-            let model = fit(&rest, &rest_examples);
-            evaluate(&days[out], &Model::Fitted(Arc::new(model)))
+                .flat_map(|(_, e)| e)
+                .collect();
+            let model = fit(&day.day.config, &rest);
+            evaluate(day, &Model::Fitted(Arc::new(model)))
         })
         .collect()
 }
@@ -652,10 +648,11 @@ pub fn run(days: &[Loaded]) -> (String, bool) {
 /// `kdigest eval --fit`: weights fitted on every day, as the file src/learned_model.tsv
 /// holds them, with a header that says what they were fitted on.
 pub fn fit_file(days: &[Loaded]) -> String {
-    let examples: Vec<Vec<Example>> = days.iter().map(examples).collect();
-    let refs: Vec<&Loaded> = days.iter().collect();
-    let model = fit(&refs, &examples);
-    let count: usize = examples.iter().map(Vec::len).sum();
+    let examples: Vec<Example> = days.iter().flat_map(examples).collect();
+    let rows: Vec<&Example> = examples.iter().collect();
+    // load_days refuses a folder without days, so there is a first one.
+    let model = fit(&days[0].day.config, &rows);
+    let count = examples.len();
     let p = FitParams::default();
     let names: Vec<&str> = days.iter().map(|d| d.day.name.as_str()).collect();
     model.to_tsv(&format!(

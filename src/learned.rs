@@ -586,9 +586,10 @@ impl Default for FitParams {
 
 /// Trains the relevance head on events labelled relevant or irrelevant, and one head per
 /// layer on the relevant events.
-pub fn fit(examples: &[Example], layer_names: &[String], params: FitParams) -> Learned {
+pub fn fit(examples: &[&Example], layer_names: &[String], params: FitParams) -> Learned {
     let relevance_rows: Vec<(&Example, bool, f64, f64)> = examples
         .iter()
+        .copied()
         .filter_map(|e| {
             e.relevant.map(|r| {
                 (
@@ -603,6 +604,7 @@ pub fn fit(examples: &[Example], layer_names: &[String], params: FitParams) -> L
     let relevance = train(&relevance_rows, params);
     let relevant: Vec<&Example> = examples
         .iter()
+        .copied()
         .filter(|e| e.relevant == Some(true))
         .collect();
     let layers = layer_names
@@ -810,6 +812,7 @@ mod tests {
             rows.push(example(&format!("protein folding study{i}"), 30.0, false));
         }
         let params = FitParams::default();
+        let rows: Vec<&Example> = rows.iter().collect();
         let model = fit(&rows, &[], params);
         assert_eq!(
             model,
