@@ -63,6 +63,30 @@ pub enum Until {
     Drained { date: NaiveDate },
 }
 
+/// A reader this process is sending to. Dropping it frees the reader, also when its task
+/// is aborted because the worker stopped with an error: a reader left marked would send
+/// every later claim of theirs back to the queue, and a one-off run would never drain.
+struct ReaderClaim {
+    engine: Arc<Engine>,
+    id: i64,
+}
+
+impl ReaderClaim {
+    /// None while another of this reader's editions is being sent.
+    fn take(engine: &Arc<Engine>, id: i64) -> Option<ReaderClaim> {
+        engine.reader_lock().insert(id).then(|| ReaderClaim {
+            engine: engine.clone(),
+            id,
+        })
+    }
+}
+
+impl Drop for ReaderClaim {
+    fn drop(&mut self) {
+        self.engine.reader_lock().remove(&self.id);
+    }
+}
+
 pub struct Engine {
     store: Store,
     delivery: DeliveryConfig,
@@ -415,7 +439,7 @@ impl Engine {
             }
             for (id, mut claims) in by_reader {
                 claims.sort_by_key(|c| c.edition);
-                if !self.reader_lock().insert(id) {
+                let Some(reader) = ReaderClaim::take(&self, id) else {
                     // Their other edition is being sent: this one goes back to the queue
                     // (no attempt used) and follows it.
                     for c in &claims {
@@ -431,7 +455,7 @@ impl Engine {
                         self.settled(c, settle)?;
                     }
                     continue;
-                }
+                };
                 let subscriber = subscribers.remove(&id);
                 let permit = slots
                     .clone()
@@ -450,7 +474,7 @@ impl Engine {
                             engine.settle_unexpected(claimed, &error).await;
                         }
                     }
-                    engine.reader_lock().remove(&id);
+                    drop(reader);
                     drop(permit);
                 });
             }
