@@ -179,6 +179,7 @@ impl Classifier {
         }
     }
 
+    /// What the phrases say of `event`; [`Classifier::correct`] adds the learned part.
     pub fn classify(&self, event: &Event) -> Classification {
         let mut hits = vec![Hits::default(); self.patterns.len()];
         let mut words = 0;
@@ -262,36 +263,12 @@ impl Classifier {
                 .find(|(n, _)| n == name)
                 .map_or(0.0, |(_, p)| *p)
         };
-        let mut layer_corrections = Vec::new();
-        let layers = match &self.learned {
-            None => self
-                .layer_names
-                .iter()
-                .filter(|name| prior_points(name) >= TAG_AT - 1e-9)
-                .cloned()
-                .collect(),
-            Some(model) => {
-                let corrections = model.correct(event);
-                relevance.learned = Some(corrections.relevance);
-                let mut tagged = Vec::new();
-                for name in &self.layer_names {
-                    let prior = learned::layer_prior(prior_points(name));
-                    let correction = corrections
-                        .layers
-                        .iter()
-                        .find(|(n, _)| n == name)
-                        .map_or(0.0, |(_, c)| *c);
-                    if correction != 0.0 {
-                        layer_corrections
-                            .push((name.clone(), (correction * 100.0).round() / 100.0));
-                    }
-                    if prior + correction >= -1e-9 {
-                        tagged.push(name.clone());
-                    }
-                }
-                tagged
-            }
-        };
+        let layers = self
+            .layer_names
+            .iter()
+            .filter(|name| prior_points(name) >= TAG_AT - 1e-9)
+            .cloned()
+            .collect();
         let layer_points = layer_points
             .iter()
             .zip(&self.layer_names)
@@ -302,13 +279,54 @@ impl Classifier {
             layers,
             layer_points,
             anchored_points,
-            layer_corrections,
+            layer_corrections: Vec::new(),
             keywords: sorted_distinct(keywords),
             title_keywords: sorted_distinct(title_keywords),
             negatives: sorted_distinct(negatives),
             stack: sorted_distinct(stack),
             relevance,
         }
+    }
+
+    /// Whether [`Classifier::correct`] changes anything: a learned model is loaded.
+    pub fn learns(&self) -> bool {
+        self.learned.is_some()
+    }
+
+    /// Applies the learned corrections to a phrase classification of `event`: the relevance
+    /// correction (the score turns it into points) and the layers, each tagged when its
+    /// prior plus its correction reaches 0. Without a model it changes nothing.
+    pub fn correct(&self, event: &Event, classification: &mut Classification) {
+        let Some(model) = &self.learned else {
+            return;
+        };
+        let corrections = model.correct(event);
+        let prior_points = |name: &str| {
+            classification
+                .anchored_points
+                .iter()
+                .find(|(n, _)| n == name)
+                .map_or(0.0, |(_, p)| *p)
+        };
+        let mut layers = Vec::new();
+        let mut layer_corrections = Vec::new();
+        for name in &self.layer_names {
+            let prior = learned::layer_prior(prior_points(name));
+            let correction = corrections
+                .layers
+                .iter()
+                .find(|(n, _)| n == name)
+                .map_or(0.0, |(_, c)| *c);
+            if correction != 0.0 {
+                layer_corrections.push((name.clone(), (correction * 100.0).round() / 100.0));
+            }
+            if prior + correction >= -1e-9 {
+                layers.push(name.clone());
+            }
+        }
+        classification.layers = layers;
+        classification.layer_corrections = layer_corrections;
+        classification.relevance.learned = Some(corrections.relevance);
     }
 
     fn scan(&self, text: &str, mut on_match: impl FnMut(usize)) {

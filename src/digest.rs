@@ -17,7 +17,8 @@ use crate::model::{
     Digest, DigestEvent, Event, EventWords, FailedSource, Filter, Item, ItemKind, SourceCount,
     SourceLink, Summaries, WatchItem, Window,
 };
-use crate::score::{Assessment, assess};
+use crate::learned;
+use crate::score::{self, Assessment, assess};
 use crate::text::truncate_chars;
 
 /// At most this many events are named in the watch list.
@@ -92,8 +93,17 @@ pub fn candidates(
     let mut out: Vec<Candidate> = cluster(items, config.digest.title_similarity)
         .into_iter()
         .map(|event| {
-            let classification = classifier.classify(&event);
-            let assessment = assess(&event, &classification, window, config);
+            let mut classification = classifier.classify(&event);
+            let mut assessment = assess(&event, &classification, window, config);
+            // The learned correction's gain is 0 GAIN_POINTS or more below the threshold,
+            // so such an event cannot reach the digest whatever the correction says: it
+            // keeps the phrases' verdict, layers included, and most of a listing (2 of 5
+            // arXiv items come within reach) is read once.
+            let reach = config.digest.min_score.as_f64() - learned::GAIN_POINTS;
+            if classifier.learns() && assessment.prior > reach {
+                classifier.correct(&event, &mut classification);
+                score::add_learned(&mut assessment, &classification, config);
+            }
             Candidate {
                 event,
                 classification,
@@ -456,6 +466,55 @@ pub fn count_by_source(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_learned_correction_reads_only_events_it_can_bring_within_reach() {
+        let config = Config::parse("").unwrap();
+        let now = Utc.with_ymd_and_hms(2026, 11, 29, 12, 0, 0).unwrap();
+        let item = |key: &str, title: &str, text: &str| crate::model::Item {
+            key: key.into(),
+            source: "s".into(),
+            kind: crate::model::ItemKind::Post,
+            title: title.into(),
+            url: format!("https://example.org/{key}"),
+            text: text.into(),
+            published: now,
+            release: None,
+            arxiv_id: None,
+            cited_arxiv: vec![],
+        };
+        let items = vec![
+            item(
+                "far",
+                "Warehouse robot arms pick parcels",
+                "A logistics company shows its new robot arms.",
+            ),
+            item(
+                "near",
+                "Fusing attention kernels in Triton for H100",
+                "We fuse the attention kernel and tune its tiling, cutting latency by 30%.",
+            ),
+        ];
+        let window = Window {
+            start: (now - Duration::days(1)).fixed_offset(),
+            end: (now + Duration::hours(1)).fixed_offset(),
+        };
+        let classifier = Classifier::new(&config.layers, &config.relevance);
+        assert!(classifier.learns());
+        let all = candidates(items, &window, &config, &classifier);
+        let by_key = |key: &str| {
+            all.iter()
+                .find(|c| c.event.items[0].key == key)
+                .expect("an event per item")
+        };
+        let learned = |c: &Candidate| c.assessment.breakdown.iter().any(|b| b.name == "learned");
+        let (far, near) = (by_key("far"), by_key("near"));
+        let reach = config.digest.min_score.as_f64() - learned::GAIN_POINTS;
+        assert!(far.assessment.prior <= reach, "{}", far.assessment.prior);
+        assert!(far.classification.relevance.learned.is_none() && !learned(far));
+        assert!(near.assessment.prior > reach, "{}", near.assessment.prior);
+        assert!(near.classification.relevance.learned.is_some() && learned(near));
+    }
 
     #[test]
     fn window_matches_the_reference_digest() {

@@ -131,7 +131,7 @@ impl Counts {
         }
     }
 
-    fn add(&mut self, o: &Counts) {
+    pub fn add(&mut self, o: &Counts) {
         self.items += o.items;
         self.relevant += o.relevant;
         self.selected += o.selected;
@@ -485,13 +485,18 @@ pub fn examples(loaded: &Loaded) -> Vec<Example> {
 }
 
 /// Fits the learned weights on training examples of days judged with `config`'s layers.
-fn fit(config: &Config, examples: &[&Example]) -> Learned {
+fn fit(config: &Config, examples: &[&Example], params: FitParams) -> Learned {
     let layer_names: Vec<String> = config.layers.iter().map(|l| l.name.clone()).collect();
-    learned::fit(examples, &layer_names, FitParams::default())
+    learned::fit(examples, &layer_names, params)
 }
 
 /// Leave-one-day-out: each day scored by weights fitted on the other days.
 pub fn cross_validate(days: &[Loaded]) -> Vec<DayReport> {
+    cross_validate_with(days, FitParams::default())
+}
+
+/// Leave-one-day-out with other training settings (how the defaults were chosen).
+pub fn cross_validate_with(days: &[Loaded], params: FitParams) -> Vec<DayReport> {
     let examples: Vec<Vec<Example>> = days.iter().map(examples).collect();
     days.iter()
         .enumerate()
@@ -502,7 +507,7 @@ pub fn cross_validate(days: &[Loaded]) -> Vec<DayReport> {
                 .filter(|(i, _)| *i != out)
                 .flat_map(|(_, e)| e)
                 .collect();
-            let model = fit(&day.day.config, &rest);
+            let model = fit(&day.day.config, &rest, params);
             evaluate(day, &Model::Fitted(Arc::new(model)))
         })
         .collect()
@@ -651,7 +656,7 @@ pub fn fit_file(days: &[Loaded]) -> String {
     let examples: Vec<Example> = days.iter().flat_map(examples).collect();
     let rows: Vec<&Example> = examples.iter().collect();
     // load_days refuses a folder without days, so there is a first one.
-    let model = fit(&days[0].day.config, &rows);
+    let model = fit(&days[0].day.config, &rows, FitParams::default());
     let count = examples.len();
     let p = FitParams::default();
     let names: Vec<&str> = days.iter().map(|d| d.day.name.as_str()).collect();

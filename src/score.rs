@@ -33,6 +33,8 @@ pub struct Assessment {
     /// What a release's notes ask of its users, read once here for the score and the
     /// summary; None for papers and posts.
     pub notes: Option<ReleaseNotes>,
+    /// The score before the learned component, unrounded: what its gain is read from.
+    pub prior: f64,
 }
 
 /// The share of the gap to 1 that changes to act on close for a release.
@@ -278,11 +280,11 @@ pub fn assess(
             format!("newest item at {:.0}% of the window", position * 100.0),
         ),
     ];
-    let mut total: f64 = components
+    let total: f64 = components
         .iter()
         .map(|(_, value, weight, _)| value * weight)
         .sum();
-    let mut breakdown: Vec<ScoreComponent> = components
+    let breakdown: Vec<ScoreComponent> = components
         .into_iter()
         .map(|(name, value, weight, reason)| ScoreComponent {
             name: name.into(),
@@ -292,19 +294,28 @@ pub fn assess(
             reason,
         })
         .collect();
-    if let Some(c) = &classification.relevance.learned {
-        let gain = crate::learned::relevance_gain(total, config.digest.min_score.as_f64());
-        let component = learned_component(c, gain);
-        total += component.points;
-        breakdown.push(component);
-    }
-    Assessment {
+    let mut assessment = Assessment {
         score: Score::from_f64(total),
         breakdown,
         quantified,
         release,
         notes,
-    }
+        prior: total,
+    };
+    add_learned(&mut assessment, classification, config);
+    assessment
+}
+
+/// Adds the learned component of `classification` (none without one): its points are
+/// the correction scaled by its gain at the prior score.
+pub fn add_learned(assessment: &mut Assessment, classification: &Classification, config: &Config) {
+    let Some(c) = &classification.relevance.learned else {
+        return;
+    };
+    let gain = crate::learned::relevance_gain(assessment.prior, config.digest.min_score.as_f64());
+    let component = learned_component(c, gain);
+    assessment.score = Score::from_f64(assessment.prior + component.points);
+    assessment.breakdown.push(component);
 }
 
 /// "evidence 7.3 (relevance 1 - e^(-evidence/6)) = title 4.0 (mlir, fusion) + text 4.3 (3

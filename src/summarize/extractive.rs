@@ -873,6 +873,7 @@ pub(crate) mod tests {
                 quantified: vec![],
                 release: (kind == ItemKind::Release).then_some(ReleaseLevel::Minor),
                 notes: (kind == ItemKind::Release).then(|| release_notes::read(text)),
+                prior: 70.0,
             },
         }
     }
