@@ -8,12 +8,20 @@
 //! first and then queueing for the channel's let the channel queue eat the destination's
 //! gap (two messages to one chat 33 ms apart); here nothing is reserved while waiting.
 //!
+//! Workers waiting for one destination queue in the order they arrived: each holds a
+//! ticket, only the first may send, and the n-th waits n gaps after the destination's next
+//! slot. A destination is thus sent to exactly at its spacing, measured from the sends,
+//! whatever the number of workers waiting for it (counting every waiter as ahead of every
+//! other, as an earlier version did, spaced a queue of n by n gaps: about one message a
+//! second whatever the limit).
+//!
 //! A worker waits for short gaps only. When a destination cannot receive for longer than
 //! its own spacing (paused, or many messages queued for it already) the answer is
 //! [`Slot::Defer`]: the engine gives the row back to the queue, due then, so a paused or
-//! slow destination never holds a worker that another destination could use.
+//! slow destination never holds a worker that another destination could use. A newcomer
+//! joins at the back, so deferring it never moves anyone ahead of it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -24,6 +32,10 @@ use crate::config::ChannelLimits;
 /// How much longer than its own spacing a worker waits for one destination before it
 /// gives the row back.
 const HOLD_MARGIN: Duration = Duration::from_millis(1000);
+
+/// How late a send may be and still keep its destination's schedule (the timer's
+/// resolution).
+const SLACK: Duration = Duration::from_millis(1);
 
 /// A destination's spacing is stretched by 1/40 (25 ms on Telegram's second per chat): a
 /// receiver measures arrivals, and two requests sent exactly a second apart can arrive a
@@ -58,8 +70,21 @@ struct State {
 struct Destination {
     next: Instant,
     paused_until: Instant,
-    /// Workers waiting to send to this destination now.
-    waiting: u32,
+    /// The tickets of the workers waiting to send to this destination, oldest first.
+    queue: VecDeque<u64>,
+    /// The next ticket to hand out.
+    issued: u64,
+}
+
+impl Destination {
+    fn new(next: Instant, paused_until: Instant) -> Destination {
+        Destination {
+            next,
+            paused_until,
+            queue: VecDeque::new(),
+            issued: 0,
+        }
+    }
 }
 
 /// What a worker must do before sending to one destination.
@@ -108,9 +133,14 @@ impl Limits {
     }
 
     /// The one decision: may `destination` be sent to at `now`? Takes both slots when it
-    /// may. A caller that was told to wait counts as queued for the destination
-    /// ([`Limits::acquire`] registers it), so a long queue for one destination defers.
+    /// may. The caller counts as queued behind every worker waiting for the destination
+    /// (see [`Limits::acquire`]).
     pub fn poll(&self, destination: &str, is_group: bool, now: Instant) -> Slot {
+        self.decide(destination, is_group, now, None)
+    }
+
+    /// [`Limits::poll`] for the holder of `ticket` (None: behind every waiter).
+    fn decide(&self, destination: &str, is_group: bool, now: Instant, ticket: Option<u64>) -> Slot {
         let mut state = self.state();
         let State {
             channel_next,
@@ -125,14 +155,13 @@ impl Limits {
         };
         let d = destinations
             .entry(destination.to_string())
-            .or_insert(Destination {
-                next: now,
-                paused_until: now,
-                waiting: 0,
-            });
-        let queued_ahead = d.waiting.saturating_sub(1);
-        let destination_ready =
-            d.next.max(d.paused_until).max(*channel_paused) + gap.saturating_mul(queued_ahead);
+            .or_insert_with(|| Destination::new(now, now));
+        let ahead = match ticket {
+            Some(t) => d.queue.iter().position(|q| *q == t).unwrap_or(0),
+            None => d.queue.len(),
+        };
+        let destination_ready = d.next.max(d.paused_until).max(*channel_paused)
+            + gap.saturating_mul(ahead as u32);
         if destination_ready > now + gap + HOLD_MARGIN {
             return Slot::Defer(destination_ready);
         }
@@ -140,17 +169,23 @@ impl Limits {
         if ready > now {
             return Slot::WaitUntil(ready);
         }
-        d.next = now + gap;
+        // From the slot, not from when the timer woke this worker (up to a millisecond
+        // late): otherwise every late wake adds to the spacing and the rate falls short.
+        d.next = (d.next + gap).max(now + gap - SLACK.min(gap / 4));
         *channel_next = now + self.channel_gap;
+        if let Some(t) = ticket {
+            d.queue.retain(|q| *q != t);
+        }
         Slot::Take
     }
 
-    /// Waits for the slots of one destination; `Err(until)` when the row should go back to
-    /// the queue instead (see [`Slot::Defer`]).
+    /// Waits for the slots of one destination, in the order the workers asked;
+    /// `Err(until)` when the row should go back to the queue instead (see [`Slot::Defer`]).
     pub async fn acquire(&self, destination: &str, is_group: bool) -> Result<(), Instant> {
-        let _queued = Queued::new(self, destination);
+        // Too long a queue already: the first decision defers, and the place is left.
+        let queued = Queued::new(self, destination);
         loop {
-            match self.poll(destination, is_group, Instant::now()) {
+            match self.decide(destination, is_group, Instant::now(), Some(queued.ticket)) {
                 Slot::Take => return Ok(()),
                 Slot::Defer(until) => return Err(until),
                 Slot::WaitUntil(at) => tokio::time::sleep_until(at).await,
@@ -181,11 +216,7 @@ impl Limits {
         let d = state
             .destinations
             .entry(destination.to_string())
-            .or_insert(Destination {
-                next: until,
-                paused_until: until,
-                waiting: 0,
-            });
+            .or_insert_with(|| Destination::new(until, until));
         d.paused_until = d.paused_until.max(until);
     }
 
@@ -208,11 +239,12 @@ impl Limits {
     }
 }
 
-/// A worker queued for one destination, counted while it waits; forgetting ended
-/// destinations happens here, when the map has grown.
+/// A worker's place in one destination's queue, left when it sends, defers or is dropped;
+/// forgetting ended destinations happens here, when the map has grown.
 struct Queued<'a> {
     limits: &'a Limits,
     destination: &'a str,
+    ticket: u64,
 }
 
 impl<'a> Queued<'a> {
@@ -222,21 +254,20 @@ impl<'a> Queued<'a> {
         if state.destinations.len() >= state.prune_at {
             state
                 .destinations
-                .retain(|_, d| d.waiting > 0 || d.next > now || d.paused_until > now);
+                .retain(|_, d| !d.queue.is_empty() || d.next > now || d.paused_until > now);
             state.prune_at = (state.destinations.len() * 2).max(PRUNE_ABOVE);
         }
-        state
+        let d = state
             .destinations
             .entry(destination.to_string())
-            .or_insert(Destination {
-                next: now,
-                paused_until: now,
-                waiting: 0,
-            })
-            .waiting += 1;
+            .or_insert_with(|| Destination::new(now, now));
+        let ticket = d.issued;
+        d.issued += 1;
+        d.queue.push_back(ticket);
         Queued {
             limits,
             destination,
+            ticket,
         }
     }
 }
@@ -244,7 +275,7 @@ impl<'a> Queued<'a> {
 impl Drop for Queued<'_> {
     fn drop(&mut self) {
         if let Some(d) = self.limits.state().destinations.get_mut(self.destination) {
-            d.waiting = d.waiting.saturating_sub(1);
+            d.queue.retain(|q| *q != self.ticket);
         }
     }
 }
@@ -349,6 +380,62 @@ mod tests {
             sent += usize::from(t.await.unwrap());
         }
         assert!((10..=13).contains(&sent), "{sent} waited");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_queue_for_one_destination_goes_out_exactly_at_its_rate() {
+        let limits = std::sync::Arc::new(Limits::new(
+            &ChannelLimits {
+                per_sec: 1000.0,
+                per_destination_per_sec: 30.0,
+                concurrency: 64,
+            },
+            None,
+        ));
+        let t0 = Instant::now();
+        let mut tasks = Vec::new();
+        for _ in 0..30 {
+            let limits = limits.clone();
+            tasks.push(tokio::spawn(async move {
+                limits.acquire("host:443", false).await.ok()?;
+                Some(Instant::now())
+            }));
+        }
+        let mut sends = Vec::new();
+        for t in tasks {
+            sends.push(t.await.unwrap().expect("30 at 30/s all fit in the hold"));
+        }
+        sends.sort();
+        let gap = destination_gap(30.0);
+        // The timer wakes on whole milliseconds: a send may be up to 1 ms late, and the
+        // one after it that much closer, but the schedule does not drift, and there is
+        // no queue penalty on top.
+        for pair in sends.windows(2) {
+            let d = pair[1] - pair[0];
+            assert!(d + SLACK >= gap && d <= gap + SLACK, "{d:?}");
+        }
+        let span = sends[29] - t0;
+        assert!(span >= gap * 29 && span <= gap * 29 + SLACK, "{span:?}");
+    }
+
+    #[test]
+    fn a_worker_that_leaves_the_queue_does_not_hold_up_those_behind_it() {
+        let limits = telegram();
+        let t0 = Instant::now();
+        let first = Queued::new(&limits, "chat:1");
+        let second = Queued::new(&limits, "chat:1");
+        // Behind the first, the second waits one gap more than the first.
+        let Slot::WaitUntil(at) = limits.decide("chat:1", false, t0, Some(second.ticket)) else {
+            panic!("must wait")
+        };
+        let gap = destination_gap(1.0);
+        assert!(at - t0 >= gap && at - t0 < gap + SLACK, "{:?}", at - t0);
+        // The first gives its row back (or its task ends): the second is first now.
+        drop(first);
+        assert_eq!(
+            limits.decide("chat:1", false, Instant::now(), Some(second.ticket)),
+            Slot::Take
+        );
     }
 
     #[test]

@@ -73,7 +73,12 @@ impl ChannelSpec for Spec {
                 variable = %config.delivery.webhook_secret_env
             );
         }
-        Ok(Some(WebhookSender::new(config.delivery.timeout, secret)?))
+        let concurrency = config.delivery.limits(crate::channels::Channel::Webhook).concurrency;
+        Ok(Some(WebhookSender::new(
+            config.delivery.timeout,
+            secret,
+            concurrency,
+        )?))
     }
 
     async fn send(

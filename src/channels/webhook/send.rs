@@ -25,15 +25,23 @@ pub fn signature(secret: &Secret, timestamp: i64, body: &str) -> String {
 }
 
 impl WebhookSender {
-    pub fn new(timeout: Duration, secret: Option<Secret>) -> anyhow::Result<WebhookSender> {
+    /// `concurrency`: the most requests in flight at once (the channel's), which is also how
+    /// many connections to one host are kept open between them.
+    pub fn new(
+        timeout: Duration,
+        secret: Option<Secret>,
+        concurrency: usize,
+    ) -> anyhow::Result<WebhookSender> {
         let client = reqwest::Client::builder()
             .timeout(timeout)
             .connect_timeout(timeout.min(Duration::from_secs(10)))
             .redirect(reqwest::redirect::Policy::none())
             // Thousands of receivers each get a message or two a day: keeping a socket per
-            // host for the default 90 s would hold one file descriptor per subscriber.
+            // host for the default 90 s would hold one file descriptor per subscriber, so
+            // idle ones close after 10 s. One host behind many subscribers keeps as many as
+            // are in flight: a smaller pool closed and reopened a connection per delivery.
             .pool_idle_timeout(Duration::from_secs(10))
-            .pool_max_idle_per_host(4)
+            .pool_max_idle_per_host(concurrency.max(1))
             .user_agent(concat!("kdigest/", env!("CARGO_PKG_VERSION"), " webhook"))
             .build()?;
         Ok(WebhookSender { client, secret })
