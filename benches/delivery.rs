@@ -131,6 +131,9 @@ async fn receive(
     State(r): State<Arc<Receiver>>,
     Path(path): Path<String>,
     _h: HeaderMap,
+    // Read, as a real receiver does: a server that answers without reading the body
+    // closes the connection, and every delivery paid for a new one.
+    _body: axum::body::Bytes,
 ) -> Response {
     if let Some(limit) = r.limit {
         let now = Instant::now();

@@ -49,6 +49,8 @@ const PLAN_PAGE: i64 = 20_000;
 const DRAINED_POLL: Duration = Duration::from_millis(500);
 /// `/healthz` calls the outbox stuck when ready rows are this overdue and nothing was
 /// settled for as long.
+/// How long the claim loop gathers freed slots into one batch before claiming anyway.
+const BATCH_WAIT: Duration = Duration::from_millis(5);
 const STUCK_AFTER: Duration = Duration::from_secs(120);
 
 /// When a worker stops.
@@ -359,6 +361,12 @@ impl Engine {
         let concurrency = self.delivery.limits(channel).concurrency;
         let slots = Arc::new(Semaphore::new(concurrency));
         let mut in_flight = JoinSet::new();
+        // A claim is a write transaction and a subscriber query: claiming the one row each
+        // finished delivery frees spent both per delivery (and held SQLite's write lock
+        // while the settles waited). A batch waits for a quarter of the slots, or
+        // BATCH_WAIT, whichever comes first.
+        let batch_size = concurrency.div_ceil(4).max(1);
+        let mut gathering: Option<tokio::time::Instant> = None;
         loop {
             if *shutdown.borrow() {
                 break;
@@ -379,6 +387,16 @@ impl Engine {
                 in_flight.join_next().await;
                 continue;
             }
+            if free < batch_size && !in_flight.is_empty() {
+                let deadline =
+                    *gathering.get_or_insert_with(|| tokio::time::Instant::now() + BATCH_WAIT);
+                if tokio::time::Instant::now() < deadline {
+                    // join_next is cancel-safe: a task that ends later is joined later.
+                    let _ = tokio::time::timeout_at(deadline, in_flight.join_next()).await;
+                    continue;
+                }
+            }
+            gathering = None;
             // Claim only what can start now: a claimed row is one in flight.
             let now = Utc::now();
             let token = self.new_token();

@@ -33,8 +33,7 @@ use crate::config::ChannelLimits;
 /// gives the row back.
 const HOLD_MARGIN: Duration = Duration::from_millis(1000);
 
-/// How late a send may be and still keep its destination's schedule (the timer's
-/// resolution).
+/// How early a send may meet its destination's schedule: the timer's resolution.
 const SLACK: Duration = Duration::from_millis(1);
 
 /// A destination's spacing is stretched by 1/40 (25 ms on Telegram's second per chat): a
@@ -160,19 +159,39 @@ impl Limits {
             Some(t) => d.queue.iter().position(|q| *q == t).unwrap_or(0),
             None => d.queue.len(),
         };
-        let destination_ready = d.next.max(d.paused_until).max(*channel_paused)
-            + gap.saturating_mul(ahead as u32);
-        if destination_ready > now + gap + HOLD_MARGIN {
-            return Slot::Defer(destination_ready);
+        // The schedule may be met up to SLACK early: the timer wakes up to a millisecond
+        // late, so a wait aimed SLACK early sends on time and the schedule never drifts
+        // (and a rate above 1,000/s is not held to one send per timer tick). Pauses are
+        // kept to the letter.
+        let at = |slots: u32| {
+            (d.next + gap.saturating_mul(slots))
+                .checked_sub(SLACK)
+                .unwrap_or(now)
+                .max(d.paused_until)
+                .max(*channel_paused)
+        };
+        // This worker's turn, behind those queued before it: when it wakes, or whether
+        // it should give the row back. Whoever finds the slot free takes it, so a waiter
+        // polled late in a timer tick does not cost the destination that tick.
+        let turn = at(ahead as u32);
+        if turn > now + gap + HOLD_MARGIN {
+            return Slot::Defer(turn);
         }
-        let ready = destination_ready.max(*channel_next);
+        let destination_ready = at(0);
+        // The channel's own spacing keeps its old rule from a millisecond up (the
+        // platforms' budgets were measured with it); a shorter gap (above 1,000/s) is met
+        // like a destination's, up to SLACK early.
+        let channel_ready = if self.channel_gap < SLACK {
+            channel_next.checked_sub(SLACK).unwrap_or(now)
+        } else {
+            *channel_next
+        };
+        let ready = destination_ready.max(channel_ready);
         if ready > now {
-            return Slot::WaitUntil(ready);
+            return Slot::WaitUntil(turn.max(channel_ready));
         }
-        // From the slot, not from when the timer woke this worker (up to a millisecond
-        // late): otherwise every late wake adds to the spacing and the rate falls short.
-        d.next = (d.next + gap).max(now + gap - SLACK.min(gap / 4));
-        *channel_next = now + self.channel_gap;
+        d.next = d.next.max(now) + gap;
+        *channel_next = (*channel_next).max(now) + self.channel_gap;
         if let Some(t) = ticket {
             d.queue.retain(|q| *q != t);
         }
@@ -331,7 +350,7 @@ mod tests {
         let Slot::WaitUntil(at) = limits.poll("group", true, t0) else {
             panic!("must wait")
         };
-        assert_eq!(at - t0, Duration::from_millis(3075));
+        assert_eq!(at - t0, Duration::from_millis(3075) - SLACK);
     }
 
     #[test]
@@ -407,15 +426,47 @@ mod tests {
         }
         sends.sort();
         let gap = destination_gap(30.0);
-        // The timer wakes on whole milliseconds: a send may be up to 1 ms late, and the
-        // one after it that much closer, but the schedule does not drift, and there is
-        // no queue penalty on top.
+        // The timer wakes on whole milliseconds: a send may meet its slot up to SLACK
+        // early, never more, the schedule does not drift, and there is no queue penalty.
         for pair in sends.windows(2) {
             let d = pair[1] - pair[0];
             assert!(d + SLACK >= gap && d <= gap + SLACK, "{d:?}");
         }
-        let span = sends[29] - t0;
-        assert!(span >= gap * 29 && span <= gap * 29 + SLACK, "{span:?}");
+        let span = sends[29] - sends[0];
+        assert!(span + SLACK >= gap * 29 && span <= gap * 29 + SLACK, "{span:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_rate_above_the_timer_resolution_is_still_met() {
+        let limits = std::sync::Arc::new(Limits::new(
+            &ChannelLimits {
+                per_sec: 1_000_000.0,
+                per_destination_per_sec: 5_000.0,
+                concurrency: 64,
+            },
+            None,
+        ));
+        let t0 = Instant::now();
+        let mut tasks = Vec::new();
+        for _ in 0..64 {
+            let limits = limits.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut sent = 0;
+                for _ in 0..50 {
+                    sent += usize::from(limits.acquire("host:443", false).await.is_ok());
+                }
+                sent
+            }));
+        }
+        let mut sent = 0;
+        for t in tasks {
+            sent += t.await.unwrap();
+        }
+        let elapsed = (Instant::now() - t0).as_secs_f64();
+        let rate = sent as f64 / elapsed;
+        // One send per timer tick would be 1,000/s; the margin makes 5,000/s 4,878/s.
+        assert_eq!(sent, 3200);
+        assert!((4_700.0..=5_000.0).contains(&rate), "{rate:.0}/s");
     }
 
     #[test]
@@ -429,7 +480,7 @@ mod tests {
             panic!("must wait")
         };
         let gap = destination_gap(1.0);
-        assert!(at - t0 >= gap && at - t0 < gap + SLACK, "{:?}", at - t0);
+        assert!(at - t0 + SLACK >= gap && at - t0 < gap, "{:?}", at - t0);
         // The first gives its row back (or its task ends): the second is first now.
         drop(first);
         assert_eq!(
