@@ -11,6 +11,9 @@
 //! 2. One destination answers 429 with `Retry-After: 60`: how much later the other 9,999
 //!    finish than in run 1, whether anything reached the paused host inside its 60 s, and
 //!    that it got its digest after them.
+//! 3. Many subscribers behind one host: 2,000 at `per_destination_per_sec = 200` against a
+//!    receiver that answers 429 past 200 requests in any second (target >= 190/s), and 100
+//!    at the default 10/s (target <= 11 s).
 
 mod common;
 
@@ -35,12 +38,36 @@ const PAUSE_SECS: u64 = 60;
 struct Receiver {
     started: Instant,
     paused: Option<usize>,
+    /// Requests accepted in any one second, when the receiver enforces a limit.
+    limit: Option<usize>,
+    window: Mutex<std::collections::VecDeque<Instant>>,
+    rejected: std::sync::atomic::AtomicUsize,
     arrivals: Mutex<HashMap<usize, Vec<Instant>>>,
     first_429: Mutex<Option<Instant>>,
 }
 
-async fn receive(State(r): State<Arc<Receiver>>, Path(i): Path<usize>) -> Response {
+async fn receive(
+    State(r): State<Arc<Receiver>>,
+    Path(i): Path<usize>,
+    // Read, as a real receiver does (an unread body makes the server close the connection).
+    _body: axum::body::Bytes,
+) -> Response {
     let now = Instant::now();
+    if let Some(limit) = r.limit {
+        let mut w = r.window.lock().unwrap();
+        while w
+            .front()
+            .is_some_and(|t| now.duration_since(*t) >= Duration::from_secs(1))
+        {
+            w.pop_front();
+        }
+        if w.len() >= limit {
+            r.rejected
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            return (StatusCode::TOO_MANY_REQUESTS, [(header::RETRY_AFTER, "1")]).into_response();
+        }
+        w.push_back(now);
+    }
     r.arrivals.lock().unwrap().entry(i).or_default().push(now);
     if Some(i) == r.paused {
         let mut first = r.first_429.lock().unwrap();
@@ -96,10 +123,11 @@ async fn stats(State(r): State<Arc<Receiver>>) -> axum::Json<serde_json::Value> 
         "paused_inside_retry_after": inside,
         "paused_delivered_ms": paused.last().map(|t| ms(*t)),
         "first_429_ms": first_429.map(ms),
+        "rejected": r.rejected.load(std::sync::atomic::Ordering::Relaxed),
     }))
 }
 
-fn run_receiver(paused: Option<usize>) {
+fn run_receiver(paused: Option<usize>, limit: Option<usize>) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -108,6 +136,9 @@ fn run_receiver(paused: Option<usize>) {
         let r = Arc::new(Receiver {
             started: Instant::now(),
             paused,
+            limit,
+            window: Mutex::new(std::collections::VecDeque::new()),
+            rejected: Default::default(),
             arrivals: Mutex::new(HashMap::new()),
             first_429: Mutex::new(None),
         });
@@ -133,10 +164,30 @@ struct Run {
     wall_s: f64,
 }
 
-fn one_run(paused: Option<usize>) -> Run {
+/// One `run --once` against a receiver process.
+struct Scenario {
+    destinations: usize,
+    /// Every subscriber behind 127.0.0.1 (one destination), not one host each.
+    one_host: bool,
+    paused: Option<usize>,
+    /// The receiver's limit per second (429 past it).
+    limit: Option<usize>,
+    /// `delivery.webhook.per_destination_per_sec`; None: the default.
+    per_destination: Option<f64>,
+}
+
+fn one_run(scenario: Scenario) -> Run {
+    let Scenario {
+        destinations,
+        one_host,
+        paused,
+        limit,
+        per_destination,
+    } = scenario;
     let mut receiver = Command::new(std::env::current_exe().unwrap())
         .arg("--receiver")
         .arg(paused.map_or("none".to_string(), |p| p.to_string()))
+        .arg(limit.map_or("none".to_string(), |p| p.to_string()))
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
@@ -152,9 +203,12 @@ fn one_run(paused: Option<usize>) -> Run {
     let feeds = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/feeds");
     let db = dir.path().join("bench.sqlite");
     let config_text = format!(
-        "{}\n[storage]\npath = \"{}\"\n[delivery.webhook]\nper_sec = 100000.0\nper_destination_per_sec = 10.0\nconcurrency = 256\n",
+        "{}\n[storage]\npath = \"{}\"\n[delivery.webhook]\nper_sec = 100000.0\nconcurrency = 256\n{}",
         kdigest::demo::DEMO_CONFIG.replace("{base}", &format!("file://{}", feeds.display())),
-        db.display()
+        db.display(),
+        per_destination.map_or(String::new(), |p| format!(
+            "per_destination_per_sec = {p:.1}\n"
+        ))
     );
     let config_path = dir.path().join("config.toml");
     std::fs::write(&config_path, config_text).unwrap();
@@ -165,8 +219,15 @@ fn one_run(paused: Option<usize>) -> Run {
         .unwrap();
     rt.block_on(async {
         let store = Store::open(&db).await.unwrap();
-        let addresses: Vec<Address> = (0..DESTINATIONS)
-            .map(|i| Address::parse(&format!("webhook:http://{}:{port}/h/{i}", host(i))).unwrap())
+        let addresses: Vec<Address> = (0..destinations)
+            .map(|i| {
+                let host = if one_host {
+                    "127.0.0.1".into()
+                } else {
+                    host(i)
+                };
+                Address::parse(&format!("webhook:http://{host}:{port}/h/{i}")).unwrap()
+            })
             .collect();
         common::add_readers_of_everything(&store, &addresses).await;
         store.close().await;
@@ -210,9 +271,19 @@ fn main() {
         return;
     }
     if let Some(i) = args.iter().position(|a| a == "--receiver") {
-        return run_receiver(args.get(i + 1).and_then(|p| p.parse().ok()));
+        return run_receiver(
+            args.get(i + 1).and_then(|p| p.parse().ok()),
+            args.get(i + 2).and_then(|p| p.parse().ok()),
+        );
     }
-    let steady = one_run(None);
+    let many = |paused| Scenario {
+        destinations: DESTINATIONS,
+        one_host: false,
+        paused,
+        limit: None,
+        per_destination: None,
+    };
+    let steady = one_run(many(None));
     println!(
         "webhooks: {DESTINATIONS} destinations through `kdigest run --once` in {:.1} s; {:.0} deliveries/s (first to last arrival, {:.0} ms); duplicates {}; destinations reached {}",
         steady.wall_s,
@@ -221,7 +292,7 @@ fn main() {
         steady.stats["duplicates"],
         steady.stats["destinations"]
     );
-    let paused = one_run(Some(0));
+    let paused = one_run(many(Some(0)));
     let s = &paused.stats;
     let first_429 = s["first_429_ms"].as_f64().unwrap_or(0.0);
     println!(
@@ -235,6 +306,34 @@ fn main() {
         s["paused_requests"],
         s["duplicates"],
         paused.wall_s
+    );
+    let limited = one_run(Scenario {
+        destinations: 2_000,
+        one_host: true,
+        paused: None,
+        limit: Some(200),
+        per_destination: Some(200.0),
+    });
+    println!(
+        "webhooks, 2,000 subscribers behind one host allowing 200/s (per_destination_per_sec = 200): {:.1}/s (target >= 190/s) over {:.1} s; 429s provoked {}; duplicates {}; reached {}",
+        limited.rate,
+        limited.others_span_ms / 1e3,
+        limited.stats["rejected"],
+        limited.stats["duplicates"],
+        limited.stats["destinations"]
+    );
+    let default = one_run(Scenario {
+        destinations: 100,
+        one_host: true,
+        paused: None,
+        limit: None,
+        per_destination: None,
+    });
+    println!(
+        "webhooks, 100 subscribers behind one host at the default 10/s: first to last arrival {:.2} s (target <= 11 s); duplicates {}; reached {}",
+        default.others_span_ms / 1e3,
+        default.stats["duplicates"],
+        default.stats["destinations"]
     );
     println!(
         "webhooks: peak RSS of the bench process {:.0} MiB",
