@@ -12,12 +12,12 @@ use chrono_tz::Tz;
 use crate::classify::{Classification, Classifier};
 use crate::cluster::cluster;
 use crate::config::Config;
+use crate::learned;
 use crate::locale::Locale;
 use crate::model::{
     Digest, DigestEvent, Event, EventWords, FailedSource, Filter, Item, ItemKind, SourceCount,
     SourceLink, Summaries, WatchItem, Window,
 };
-use crate::learned;
 use crate::score::{self, Assessment, assess};
 use crate::text::truncate_chars;
 

@@ -433,7 +433,10 @@ mod tests {
             assert!(d + SLACK >= gap && d <= gap + SLACK, "{d:?}");
         }
         let span = sends[29] - sends[0];
-        assert!(span + SLACK >= gap * 29 && span <= gap * 29 + SLACK, "{span:?}");
+        assert!(
+            span + SLACK >= gap * 29 && span <= gap * 29 + SLACK,
+            "{span:?}"
+        );
     }
 
     #[tokio::test(start_paused = true)]
