@@ -292,6 +292,10 @@ fn main() {
         steady.stats["duplicates"],
         steady.stats["destinations"]
     );
+    // `cargo bench --bench webhooks -- --steady-only`: the first figure alone.
+    if args.iter().any(|a| a == "--steady-only") {
+        return;
+    }
     let paused = one_run(many(Some(0)));
     let s = &paused.stats;
     let first_429 = s["first_429_ms"].as_f64().unwrap_or(0.0);

@@ -112,6 +112,8 @@ pub struct Engine {
     readers_in_flight: Mutex<std::collections::HashSet<i64>>,
     /// Fault injection for tests: the next delivery to these subscribers panics.
     panic_for: Mutex<std::collections::HashSet<i64>>,
+    /// Sent rows are marked together (group commit).
+    sent: super::sent::SentLog,
 }
 
 impl Engine {
@@ -157,6 +159,7 @@ impl Engine {
             shared_budgets,
             claims: AtomicU64::new(0),
             panic_for: Mutex::new(Default::default()),
+            sent: Default::default(),
             readers_in_flight: Mutex::new(Default::default()),
         })
     }
@@ -836,7 +839,7 @@ impl Engine {
             }
         }
         self.metrics.delivery(channel.as_str(), "sent");
-        let settle = self.store.mark_sent(c, attempts, Utc::now()).await;
+        let settle = self.sent.mark_sent(&self.store, c, attempts).await;
         self.settled(c, settle)
     }
 

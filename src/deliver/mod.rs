@@ -6,6 +6,7 @@
 pub mod engine;
 pub mod health;
 pub mod limits;
+mod sent;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

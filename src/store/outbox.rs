@@ -340,6 +340,48 @@ impl Store {
         )
     }
 
+    /// [`Store::mark_sent`] for several claims in one statement per chunk (256, 64, 16, 4
+    /// or 1 rows, so a handful of statements are prepared); each row under its own fence
+    /// and with its own attempt count. Returns the ids that were still held by their
+    /// claims.
+    pub async fn mark_sent_many(
+        &self,
+        claims: &[(&Claimed, u32)],
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<std::collections::HashSet<String>> {
+        let mut settled = std::collections::HashSet::new();
+        let mut rest = claims;
+        while !rest.is_empty() {
+            let size = [256, 64, 16, 4, 1]
+                .into_iter()
+                .find(|n| *n <= rest.len())
+                .unwrap_or(1);
+            let (chunk, tail) = rest.split_at(size);
+            rest = tail;
+            let rows: Vec<String> = (0..size)
+                .map(|i| format!("(${}, ${}, ${})", 3 * i + 2, 3 * i + 3, 3 * i + 4))
+                .collect();
+            // VALUES columns are column1.. on both engines.
+            let sql = format!(
+                "UPDATE deliveries SET status = 'sent', attempts = v.column3, sent_at = $1, last_error = NULL, {RELEASE}
+                 FROM (VALUES {}) AS v
+                 WHERE deliveries.id = v.column1 AND deliveries.claim_token = v.column2
+                   AND deliveries.status = 'sending'
+                 RETURNING deliveries.id",
+                rows.join(", ")
+            );
+            let ids: Vec<String> = on_db!(&self.db, pool => {
+                let mut q = sqlx::query_scalar(&sql).bind(now);
+                for (c, attempts) in chunk {
+                    q = q.bind(&c.id).bind(&c.token).bind(i64::from(*attempts));
+                }
+                q.fetch_all(pool).await?
+            });
+            settled.extend(ids);
+        }
+        Ok(settled)
+    }
+
     /// Back to the queue, due at `next_at`. With `attempts` unchanged this is a deferral
     /// (the destination was paused), not a failed attempt.
     pub async fn mark_retry(

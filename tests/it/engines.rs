@@ -43,6 +43,7 @@ on_both_engines!(subscribers_sign_up_confirm_and_change);
 on_both_engines!(items_digests_and_source_state_round_trip);
 on_both_engines!(leases_budgets_updates_and_counters);
 on_both_engines!(a_date_s_daily_and_weekly_editions_are_two_deliveries);
+on_both_engines!(sent_rows_are_marked_together_each_under_its_own_fence);
 
 async fn add(store: &Store, address: &str) -> i64 {
     store
@@ -97,6 +98,49 @@ async fn a_date_s_daily_and_weekly_editions_are_two_deliveries(store: Store) {
     expected.sort();
     assert_eq!(editions, expected);
     assert!(claimed.iter().all(|c| c.digest_date == date));
+}
+
+/// The engine's group commit: many rows marked sent in one call (across chunk sizes),
+/// each only while its own claim holds it.
+async fn sent_rows_are_marked_together_each_under_its_own_fence(store: Store) {
+    let date = kdigest::demo::demo_date();
+    let now = Utc::now();
+    let mut plan = Vec::new();
+    for i in 0..23 {
+        let id = add(&store, &format!("webhook:https://h{i}.example/hook")).await;
+        plan.push(PlannedDelivery {
+            id: format!("d{id}"),
+            subscriber_id: id,
+            channel: Channel::Webhook,
+            destination: format!("h{i}.example:443"),
+            due: None,
+            edition: Edition::Daily,
+        });
+    }
+    store.plan_deliveries(date, &plan, now).await.unwrap();
+    let expires = now + Duration::seconds(60);
+    let claimed = store
+        .claim_due(Channel::Webhook, now, 100, "t1", expires)
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 23);
+    // One claim was lost to another worker: its stale token must change nothing.
+    let mut stale = claimed[0].clone();
+    stale.token = "someone else's".into();
+    let mut rows: Vec<(&kdigest::store::Claimed, u32)> =
+        claimed[1..].iter().map(|c| (c, 1)).collect();
+    rows.push((&stale, 1));
+    let done = store.mark_sent_many(&rows, now).await.unwrap();
+    assert_eq!(done.len(), 22);
+    assert!(!done.contains(&claimed[0].id));
+    let counts = store.delivery_counts(date).await.unwrap();
+    assert_eq!((counts.sent, counts.sending), (22, 1));
+    // Marking again changes nothing: the claims are over.
+    assert!(store.mark_sent_many(&rows, now).await.unwrap().is_empty());
+    assert_eq!(
+        store.mark_sent(&claimed[0], 1, now).await.unwrap(),
+        Settled::Done
+    );
 }
 
 /// Claims are fenced, reaped, skip paused destinations and are due to the millisecond.
