@@ -425,6 +425,7 @@ mod tests {
             sends.push(t.await.unwrap().expect("30 at 30/s all fit in the hold"));
         }
         sends.sort();
+        assert!(sends[0] - t0 < SLACK, "the first goes at once");
         let gap = destination_gap(30.0);
         // The timer wakes on whole milliseconds: a send may meet its slot up to SLACK
         // early, never more, the schedule does not drift, and there is no queue penalty.

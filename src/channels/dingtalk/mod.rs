@@ -133,6 +133,14 @@ impl Platform for DingTalk {
             300001 => Err(SendError::Permanent {
                 reason: format!("{reason}: the robot's access token does not exist (the robot was removed?)"),
             }),
+            // The group was dismissed, or its owner stopped the robot: nobody reads it any
+            // more, and retrying would only be refused again.
+            400013 => Err(SendError::Permanent {
+                reason: format!("{reason}: the robot's group was dismissed"),
+            }),
+            400102 => Err(SendError::Permanent {
+                reason: format!("{reason}: the robot was stopped by the group's owner"),
+            }),
             310000 if message.contains("keywords") => Err(SendError::Permanent {
                 reason: format!("{reason}: the robot requires a keyword; add the subscriber again with --keyword"),
             }),
@@ -171,6 +179,17 @@ mod tests {
                 .ends_with("&timestamp=1577262236757&sign=Za%2Fne6w2koB8B4ROVlgTNd%2FX%2B%2FFbyDpZrXLz57xNZSA%3D"),
             "{url}"
         );
+    }
+
+    #[test]
+    fn a_dismissed_group_or_a_stopped_robot_disables_the_subscriber() {
+        for (code, why) in [(400013, "dismissed"), (400102, "stopped")] {
+            let body = format!(r#"{{"errcode": {code}, "errmsg": "x"}}"#);
+            match DingTalk::answer(200, None, &body) {
+                Err(SendError::Permanent { reason }) => assert!(reason.contains(why), "{reason}"),
+                other => panic!("{code}: {other:?}"),
+            }
+        }
     }
 
     #[test]
