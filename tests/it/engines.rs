@@ -86,18 +86,42 @@ async fn a_date_s_daily_and_weekly_editions_are_two_deliveries(store: Store) {
     assert_eq!(store.plan_deliveries(date, &plan, now).await.unwrap(), 2);
     assert_eq!(store.plan_deliveries(date, &plan, now).await.unwrap(), 0);
     let expires = now + chrono::Duration::seconds(60);
+    // Both are due, but only the daily is claimed: the roll-up waits for it, whichever
+    // instance claims next (another token here).
     let claimed = store
         .claim_due(Channel::Webhook, now, 10, "t1", expires)
         .await
         .unwrap();
-    let mut editions: Vec<(String, Edition)> =
-        claimed.iter().map(|c| (c.id.clone(), c.edition)).collect();
-    editions.sort();
-    let mut expected: Vec<(String, Edition)> =
-        plan.iter().map(|p| (p.id.clone(), p.edition)).collect();
-    expected.sort();
-    assert_eq!(editions, expected);
-    assert!(claimed.iter().all(|c| c.digest_date == date));
+    let ids: Vec<(&str, Edition)> = claimed.iter().map(|c| (c.id.as_str(), c.edition)).collect();
+    assert_eq!(ids, [(plan[0].id.as_str(), Edition::Daily)]);
+    assert_eq!(claimed[0].digest_date, date);
+    let meanwhile = store
+        .claim_due(Channel::Webhook, now, 10, "t2", expires)
+        .await
+        .unwrap();
+    assert!(meanwhile.is_empty(), "{meanwhile:?}");
+    // A daily put back for a retry still holds the roll-up back.
+    assert_eq!(
+        store.mark_retry(&claimed[0], 1, now, "503").await.unwrap(),
+        Settled::Done
+    );
+    let again = store
+        .claim_due(Channel::Webhook, now, 10, "t3", expires)
+        .await
+        .unwrap();
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].edition, Edition::Daily);
+    // Once the daily is sent, the roll-up goes.
+    assert_eq!(
+        store.mark_sent(&again[0], 2, now).await.unwrap(),
+        Settled::Done
+    );
+    let weekly = store
+        .claim_due(Channel::Webhook, now, 10, "t4", expires)
+        .await
+        .unwrap();
+    let ids: Vec<(&str, Edition)> = weekly.iter().map(|c| (c.id.as_str(), c.edition)).collect();
+    assert_eq!(ids, [(plan[1].id.as_str(), Edition::Weekly)]);
 }
 
 /// The engine's group commit: many rows marked sent in one call (across chunk sizes),
