@@ -47,11 +47,15 @@ pub enum SendError {
     #[error("Destination moved to {0}")]
     // Boxed: an address is large next to the other variants' reasons.
     Moved(Box<Address>),
-    /// The channel itself is down (SMTP relay unreachable, our login refused): the whole
-    /// channel pauses, the delivery goes back to the queue without using an attempt, and
-    /// nobody is marked bounced or failed.
+    /// The channel itself is down or holds everyone back (SMTP relay unreachable, our login
+    /// refused, Discord's global rate limit): the whole channel pauses, for `retry_after`
+    /// when the platform says how long, the delivery goes back to the queue without using
+    /// an attempt, and nobody is marked bounced or failed.
     #[error("{reason}")]
-    Outage { reason: String },
+    Outage {
+        reason: String,
+        retry_after: Option<std::time::Duration>,
+    },
 }
 
 /// What a sender may need besides the address and the message.

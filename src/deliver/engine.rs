@@ -810,12 +810,20 @@ impl Engine {
                         .await;
                     return self.settled(c, settle);
                 }
-                Err(SendError::Outage { reason }) => {
-                    // Nobody's fault but the relay's: no attempt is used, and every delivery
-                    // of the channel waits. Reported once per pause, not once per recipient.
-                    let wait = self.delivery.backoff_max.min(OUTAGE_PAUSE);
+                Err(SendError::Outage {
+                    reason,
+                    retry_after,
+                }) => {
+                    // Nobody's fault but the relay's or the platform's: no attempt is used,
+                    // and every delivery of the channel waits, as long as the platform asked
+                    // (never longer than the longest backoff). Reported once per pause, not
+                    // once per recipient.
+                    let wait = retry_after
+                        .map_or(self.delivery.backoff_max.min(OUTAGE_PAUSE), |w| {
+                            w.min(self.delivery.backoff_max)
+                        });
                     if self.pause_channel(channel, wait, &reason).await {
-                        tracing::error!(message = "Channel paused: its relay is down or refused our login; deliveries wait, nobody is marked bounced", channel = channel.as_str(), pause_secs = wait.as_secs_f64(), error = %reason);
+                        tracing::error!(message = "Channel paused: it is down, refused our login or is rate-limited as a whole; deliveries wait, nobody is marked bounced", channel = channel.as_str(), pause_secs = wait.as_secs_f64(), error = %reason);
                     }
                     self.metrics.delivery(channel.as_str(), "paused");
                     let settle = self

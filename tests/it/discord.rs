@@ -26,6 +26,9 @@ const FORBIDDEN_CHANNEL: u64 = 290_926_798_999_357_252;
 const HOOK_ID: u64 = 223_704_706_495_545_344;
 const HOOK_TOKEN: &str = "3d89bb7572e0fb30d8128367b3b1b44fecd1726de135cbe28a41f8b2f777c372ba2939e72279b94526ff5d1bd4358d65cf11";
 const GONE_HOOK_ID: u64 = 223_704_706_495_545_345;
+/// Its first request is answered with Discord's global rate limit.
+const GLOBAL_429_HOOK_ID: u64 = 223_704_706_495_545_400;
+const GLOBAL_RETRY_SECS: f64 = 2.0;
 
 #[derive(Default)]
 struct Mock {
@@ -33,6 +36,10 @@ struct Mock {
     calls: Mutex<Vec<(String, Value)>>,
     problems: Mutex<Vec<String>>,
     spec: Value,
+    /// Every webhook request: (webhook id, when).
+    arrivals: Mutex<Vec<(u64, std::time::Instant)>>,
+    /// When the global 429 was answered.
+    global_429: Mutex<Option<std::time::Instant>>,
 }
 
 impl Mock {
@@ -117,6 +124,29 @@ async fn webhook(
     axum::Json(body): axum::Json<Value>,
 ) -> Response {
     m.check("IncomingWebhookRequestPartial", &body);
+    let now = std::time::Instant::now();
+    m.arrivals.lock().unwrap().push((id, now));
+    if id == GLOBAL_429_HOOK_ID {
+        let mut first = m.global_429.lock().unwrap();
+        if first.is_none() {
+            *first = Some(now);
+            // As Discord answers it: the body and the headers both say global.
+            return (
+                StatusCode::TOO_MANY_REQUESTS,
+                [
+                    ("retry-after", "2"),
+                    ("x-ratelimit-global", "true"),
+                    ("x-ratelimit-scope", "global"),
+                ],
+                axum::Json(json!({
+                    "message": "You are being rate limited.",
+                    "retry_after": GLOBAL_RETRY_SECS,
+                    "global": true
+                })),
+            )
+                .into_response();
+        }
+    }
     m.calls
         .lock()
         .unwrap()
@@ -270,6 +300,92 @@ async fn run_once_posts_embeds_to_channels_and_webhooks_and_disables_dead_ones()
     }
     let list = String::from_utf8_lossy(&kdigest(&["subscribers", "list"]).stdout).to_string();
     assert!(!list.contains(HOOK_TOKEN), "webhook tokens never printed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_global_429_holds_back_every_webhook_for_its_retry_after() {
+    let (api, mock) = spawn_discord().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config_path = write_file_config(
+        dir.path(),
+        "k.sqlite",
+        &format!(
+            "[discord]\napi_url = \"{api}\"\n[delivery.discord]\nper_sec = 100.0\nper_destination_per_sec = 20.0\nconcurrency = 4\n"
+        ),
+    );
+    let kdigest = |args: &[&str]| helpers::kdigest(&config_path, args).output().unwrap();
+    // The rate-limited webhook sorts first, then six others.
+    let ids: Vec<u64> = std::iter::once(GLOBAL_429_HOOK_ID)
+        .chain((1..=6).map(|i| GLOBAL_429_HOOK_ID + i))
+        .collect();
+    for id in &ids {
+        let address = format!("discord:https://discord.com/api/webhooks/{id}/{HOOK_TOKEN}");
+        let out = kdigest(&["subscribers", "add", &address, "--lang", "en"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // Runs until every message went: a run that meets the pause leaves the rest queued.
+    let started = std::time::Instant::now();
+    let mut logs = String::new();
+    loop {
+        let out = kdigest(&["run", "--once", "--date", "2026-10-28"]);
+        logs.push_str(&String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "{logs}");
+        let store = Store::open(&dir.path().join("k.sqlite")).await.unwrap();
+        let counts = store
+            .delivery_counts(kdigest::demo::demo_date())
+            .await
+            .unwrap();
+        store.close().await;
+        if counts.pending == 0 && counts.sending == 0 {
+            assert_eq!((counts.sent, counts.failed), (7, 0), "{logs}");
+            break;
+        }
+        assert!(
+            started.elapsed().as_secs() < 60,
+            "not delivered: {counts:?}\n{logs}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    }
+    assert!(
+        !logs.contains(HOOK_TOKEN),
+        "the webhook token is never logged: {logs}"
+    );
+    assert!(logs.contains("global rate limit"), "{logs}");
+    let at = mock
+        .global_429
+        .lock()
+        .unwrap()
+        .expect("the 429 was answered");
+    // Nothing reached any webhook inside the Retry-After (requests already on the wire
+    // when the 429 came back excepted: 100 ms).
+    let inside: Vec<(u64, f64)> = mock
+        .arrivals
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(_, t)| *t > at + std::time::Duration::from_millis(100))
+        .map(|(id, t)| (*id, t.duration_since(at).as_secs_f64()))
+        .filter(|(_, s)| *s < GLOBAL_RETRY_SECS)
+        .collect();
+    assert!(
+        inside.is_empty(),
+        "requests inside the global Retry-After: {inside:?}"
+    );
+    for id in &ids {
+        assert!(
+            !mock.bodies(&format!("webhook:{id}")).is_empty(),
+            "webhook {id} got its digest"
+        );
+    }
+    let subscribers = kdigest(&["subscribers", "list"]);
+    assert!(
+        !String::from_utf8_lossy(&subscribers.stdout).contains("disabled"),
+        "nobody is disabled by a rate limit"
+    );
 }
 
 fn signing_key() -> SigningKey {

@@ -7,7 +7,7 @@
 //! which needs the rate limiter off (serenity ignores the proxy otherwise).
 
 use serenity::http::{Http, HttpBuilder, HttpError};
-use serenity::model::id::{ChannelId, WebhookId};
+use serenity::model::id::ChannelId;
 
 use super::Target;
 use crate::channels::SendError;
@@ -16,18 +16,25 @@ use crate::config::{DiscordConfig, Secret};
 pub struct DiscordSender {
     /// Client with the bot token, for channel subscribers; None without a token.
     bot: Option<Http>,
-    /// Client for webhooks, which carry their own token in the URL.
-    webhooks: Http,
+    /// Webhooks carry their own token in the URL and are executed with a plain client,
+    /// which reads a 429's scope and Retry-After (serenity's error keeps neither).
+    webhooks: reqwest::Client,
+    /// `https://discord.com`, or `discord.api_url` (tests).
+    api: String,
+}
+
+/// serenity's own client has no timeout: a stuck request would hold a delivery slot.
+fn reqwest_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(30))
+        .connect_timeout(std::time::Duration::from_secs(10))
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap_or_default()
 }
 
 pub fn client(config: &DiscordConfig, token: &str) -> Http {
-    // serenity's own client has no timeout: a stuck request would hold a delivery slot.
-    let reqwest = reqwest::Client::builder()
-        .timeout(std::time::Duration::from_secs(30))
-        .connect_timeout(std::time::Duration::from_secs(10))
-        .build()
-        .unwrap_or_default();
-    let builder = HttpBuilder::new(token).client(reqwest);
+    let builder = HttpBuilder::new(token).client(reqwest_client());
     match &config.api_url {
         Some(url) => builder
             .proxy(url.as_str().trim_end_matches('/'))
@@ -48,8 +55,78 @@ impl DiscordSender {
         }
         DiscordSender {
             bot: token.map(|t| client(config, t.expose())),
-            webhooks: client(config, ""),
+            webhooks: reqwest_client(),
+            api: config
+                .api_url
+                .as_ref()
+                .map_or("https://discord.com".to_string(), |u| {
+                    u.as_str().trim_end_matches('/').to_string()
+                }),
         }
+    }
+
+    /// Executes a webhook (`POST /webhooks/{id}/{token}`), in a thread when given.
+    async fn execute_webhook(
+        &self,
+        id: u64,
+        token: &str,
+        thread: Option<u64>,
+        body: &serde_json::Value,
+    ) -> Result<(), SendError> {
+        let mut url = format!("{}/api/v10/webhooks/{id}/{token}?wait=false", self.api);
+        if let Some(thread) = thread {
+            url.push_str(&format!("&thread_id={thread}"));
+        }
+        let response = self
+            .webhooks
+            .post(&url)
+            .json(body)
+            .send()
+            .await
+            .map_err(|e| SendError::Transient {
+                // The URL holds the webhook's token: never in an error.
+                reason: format!("Discord request failed: {}", e.without_url()),
+                retry_after: None,
+            })?;
+        let status = response.status().as_u16();
+        if (200..300).contains(&status) {
+            return Ok(());
+        }
+        let headers = response.headers().clone();
+        let header = |name: &str| {
+            headers
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        };
+        let body: serde_json::Value = response.json().await.unwrap_or_default();
+        let code = body["code"].as_i64().unwrap_or(0);
+        let message = body["message"].as_str().unwrap_or("").to_string();
+        if status == 429 {
+            // Discord says how long in Retry-After (seconds) and in the body (retry_after,
+            // fractional seconds); a global limit holds back every webhook, not this one.
+            let retry_after = body["retry_after"]
+                .as_f64()
+                .or_else(|| header("retry-after").and_then(|v| v.parse().ok()))
+                .filter(|s| s.is_finite() && *s >= 0.0)
+                .map(std::time::Duration::from_secs_f64);
+            let global = body["global"].as_bool() == Some(true)
+                || header("x-ratelimit-global").as_deref() == Some("true")
+                || header("x-ratelimit-scope").as_deref() == Some("global");
+            let reason = format!("Discord answered HTTP 429 (code {code}): {message}");
+            return Err(if global {
+                SendError::Outage {
+                    reason: format!("{reason}; Discord's global rate limit holds back every request"),
+                    retry_after,
+                }
+            } else {
+                SendError::Transient {
+                    reason,
+                    retry_after,
+                }
+            });
+        }
+        Err(by_status(status, code as isize, &message))
     }
 
     pub async fn send(&self, target: &Target, payload: &str) -> Result<(), SendError> {
@@ -83,12 +160,11 @@ impl DiscordSender {
                     .query_pairs()
                     .find(|(k, _)| k == "thread_id")
                     .and_then(|(_, v)| v.parse::<u64>().ok())
-                    .filter(|t| *t > 0)
-                    .map(ChannelId::new);
-                self.webhooks
-                    .execute_webhook(WebhookId::new(id), thread, &token, false, Vec::new(), &body)
+                    .filter(|t| *t > 0);
+                return self
+                    .execute_webhook(id, &token, thread, &body)
                     .await
-                    .map(|_| ())
+                    .map_err(|e| unauthorized(e, true));
             }
         };
         result.map_err(|e| unauthorized(classify(e), webhook))
@@ -109,7 +185,10 @@ fn unauthorized(error: SendError, webhook: bool) -> SendError {
                     ),
                 }
             } else {
-                SendError::Outage { reason }
+                SendError::Outage {
+                    reason,
+                    retry_after: None,
+                }
             }
         }
         other => other,
@@ -130,24 +209,11 @@ pub fn webhook_parts(url: &url::Url) -> Option<(u64, String)> {
 /// requests. 429 and 5xx are retried.
 pub fn classify(error: serenity::Error) -> SendError {
     if let serenity::Error::Http(HttpError::UnsuccessfulRequest(response)) = &error {
-        let status = response.status_code.as_u16();
-        let reason = format!(
-            "Discord answered HTTP {status} (code {}): {}",
-            response.error.code, response.error.message
+        return by_status(
+            response.status_code.as_u16(),
+            response.error.code,
+            &response.error.message,
         );
-        return match status {
-            // Decided by the caller (`unauthorized`): a webhook's token or ours.
-            401 => SendError::Transient {
-                reason: format!("{reason}; check the bot token (discord.token_env)"),
-                retry_after: None,
-            },
-            429 | 500..=599 => SendError::Transient {
-                reason,
-                retry_after: None,
-            },
-            403 | 404 => SendError::Permanent { reason },
-            _ => SendError::Failed { reason },
-        };
     }
     let reason = match &error {
         serenity::Error::Http(HttpError::Request(e)) => {
@@ -158,6 +224,24 @@ pub fn classify(error: serenity::Error) -> SendError {
     SendError::Transient {
         reason,
         retry_after: None,
+    }
+}
+
+/// An answer other than 2xx or 429, by its status and Discord's error code.
+fn by_status(status: u16, code: isize, message: &str) -> SendError {
+    let reason = format!("Discord answered HTTP {status} (code {code}): {message}");
+    match status {
+            // Decided by the caller (`unauthorized`): a webhook's token or ours.
+            401 => SendError::Transient {
+                reason: format!("{reason}; check the bot token (discord.token_env)"),
+                retry_after: None,
+            },
+            429 | 500..=599 => SendError::Transient {
+                reason,
+                retry_after: None,
+            },
+        403 | 404 => SendError::Permanent { reason },
+        _ => SendError::Failed { reason },
     }
 }
 

@@ -280,6 +280,7 @@ fn classify_parts(code: Option<&str>, client_side: bool, text: &str) -> SendErro
     let Some(code) = code else {
         return SendError::Outage {
             reason: format!("SMTP relay unreachable: {text}"),
+            retry_after: None,
         };
     };
     let enhanced = enhanced_status(text);
@@ -287,16 +288,19 @@ fn classify_parts(code: Option<&str>, client_side: bool, text: &str) -> SendErro
     match (code, enhanced.map(|(_, subject, _)| subject)) {
         ("421", _) => SendError::Outage {
             reason: format!("SMTP relay is closing connections: {text}"),
+            retry_after: None,
         },
         ("530" | "534" | "535" | "538", _) => SendError::Outage {
             reason: format!(
                 "SMTP relay refused our login (check email.username and the password): {text}"
             ),
+            retry_after: None,
         },
         (_, Some(7)) if permanent => SendError::Outage {
             reason: format!(
                 "SMTP relay refused us by policy (check email.from and the relay's sending rules): {text}"
             ),
+            retry_after: None,
         },
         ("550" | "551" | "553", None | Some(1)) => SendError::Permanent {
             reason: format!("Bounced: {text}"),
