@@ -41,7 +41,8 @@ const SLACK: Duration = Duration::from_millis(1);
 /// few milliseconds closer (Telegram answers that with a 429).
 const ARRIVAL_MARGIN: u32 = 40;
 
-/// The spacing between two messages to one destination at `per_sec`, with the margin.
+/// The spacing between two messages to one destination (or on one channel) at `per_sec`,
+/// with the margin.
 fn destination_gap(per_sec: f64) -> Duration {
     let g = gap(per_sec);
     g + g / ARRIVAL_MARGIN
@@ -108,7 +109,7 @@ impl Limits {
         let destination_gap = destination_gap(limits.per_destination_per_sec);
         let now = Instant::now();
         Limits {
-            channel_gap: gap(limits.per_sec),
+            channel_gap: self::destination_gap(limits.per_sec),
             destination_gap,
             group_gap: group_per_minute
                 .map_or(destination_gap, |per_minute| {
@@ -178,14 +179,10 @@ impl Limits {
             return Slot::Defer(turn);
         }
         let destination_ready = at(0);
-        // The channel's own spacing keeps its old rule from a millisecond up (the
-        // platforms' budgets were measured with it); a shorter gap (above 1,000/s) is met
-        // like a destination's, up to SLACK early.
-        let channel_ready = if self.channel_gap < SLACK {
-            channel_next.checked_sub(SLACK).unwrap_or(now)
-        } else {
-            *channel_next
-        };
+        // The channel's schedule is kept the same way. Its gap has the arrival margin too:
+        // kept exactly, a platform's per-second budget would otherwise be met to the
+        // request, and a window of one second can hold one more than the budget.
+        let channel_ready = channel_next.checked_sub(SLACK).unwrap_or(now);
         let ready = destination_ready.max(channel_ready);
         if ready > now {
             return Slot::WaitUntil(turn.max(channel_ready));
