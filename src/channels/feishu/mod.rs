@@ -267,7 +267,7 @@ pub fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
-            '<' | '>' | '[' | ']' | '*' | '~' | '`' | '\\' | '&' => {
+            '<' | '>' | '[' | ']' | '*' | '_' | '~' | '`' | '\\' | '&' => {
                 out.push_str(&format!("&#{};", c as u32))
             }
             _ => out.push(c),
@@ -294,5 +294,16 @@ mod tests {
     fn feed_text_cannot_mention_or_link() {
         let e = escape("<at id=all></at> [x](http://evil) **b**");
         assert!(!e.contains('<') && !e.contains('[') && !e.contains('*'), "{e}");
+    }
+
+    #[test]
+    fn feed_text_is_never_emphasis_or_code() {
+        // A title like batch_size_sweep must not come out in italics.
+        let e = escape("batch_size_sweep _italic_ *bold* ~strike~ `code`");
+        assert!(
+            !e.contains(['_', '*', '~', '`']),
+            "every markup character is an entity: {e}"
+        );
+        assert!(e.starts_with("batch&#95;size&#95;sweep"), "{e}");
     }
 }
