@@ -5,6 +5,7 @@
 //! random), plain text, arXiv ids, item kinds and release levels.
 
 use std::borrow::Cow;
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::LazyLock;
 
 use chrono::{DateTime, Utc};
@@ -101,6 +102,7 @@ pub fn parse_feed(
         .into_iter()
         .map(|entry| to_item(entry, source, fetched_at))
         .collect();
+    separate_shared_guids(&mut items);
     // Newest first, then key, so max_items keeps the newest and the order is deterministic.
     items.sort_by(|a, b| {
         b.published
@@ -113,6 +115,34 @@ pub fn parse_feed(
         items.truncate(max);
     }
     Ok(items)
+}
+
+/// Some feeds give several entries one guid (a template's placeholder, a CMS bug); keyed
+/// by it, they would be stored as one and the others lost. An entry whose guid another
+/// entry of the feed shares with a different link or title is known by its guid, link and
+/// title instead. Entries that share a guid and are the same stay one.
+fn separate_shared_guids(items: &mut [Item]) {
+    let mut variants: HashMap<&str, BTreeSet<(&str, &str)>> = HashMap::new();
+    for item in items.iter() {
+        if item.key.starts_with("guid:") {
+            variants
+                .entry(item.key.as_str())
+                .or_default()
+                .insert((item.url.as_str(), item.title.as_str()));
+        }
+    }
+    let shared: HashSet<String> = variants
+        .into_iter()
+        .filter(|(_, v)| v.len() > 1)
+        .map(|(k, _)| k.to_string())
+        .collect();
+    for item in items.iter_mut().filter(|i| shared.contains(&i.key)) {
+        let mut hasher = Sha256::new();
+        hasher.update(item.url.as_bytes());
+        hasher.update([0]);
+        hasher.update(item.title.as_bytes());
+        item.key = format!("{}#{}", item.key, hex(&hasher.finalize()[..8]));
+    }
 }
 
 fn trim_ascii_start(bytes: &[u8]) -> &[u8] {
@@ -378,6 +408,33 @@ mod tests {
             include: Vec::new(),
             exclude: Vec::new(),
         }
+    }
+
+    #[test]
+    fn entries_sharing_a_guid_stay_apart_unless_they_are_the_same() {
+        let entry = |title: &str, link: &str, guid: &str| {
+            format!(
+                "<item><title>{title}</title><link>{link}</link><guid>{guid}</guid><description>{title} text</description></item>"
+            )
+        };
+        let xml = format!(
+            "<?xml version=\"1.0\"?><rss version=\"2.0\"><channel><title>t</title>{}{}{}{}{}</channel></rss>",
+            entry("Kernel fusion one", "https://example.org/1", "same"),
+            entry("Kernel fusion two", "https://example.org/2", "same"),
+            entry("Kernel fusion three", "https://example.org/3", "same"),
+            entry("Repeated entry", "https://example.org/r", "twice"),
+            entry("Repeated entry", "https://example.org/r", "twice"),
+        );
+        let items = parse_feed(xml.as_bytes(), &source(SourceKind::Blog), Utc::now()).unwrap();
+        let titles: BTreeSet<&str> = items.iter().map(|i| i.title.as_str()).collect();
+        assert_eq!(items.len(), 4, "{titles:?}");
+        assert_eq!(titles.len(), 4);
+        let keys: BTreeSet<&str> = items.iter().map(|i| i.key.as_str()).collect();
+        assert_eq!(keys.len(), 4);
+        // Stable: the same feed gives the same keys.
+        let again = parse_feed(xml.as_bytes(), &source(SourceKind::Blog), Utc::now()).unwrap();
+        let again: BTreeSet<String> = again.into_iter().map(|i| i.key).collect();
+        assert_eq!(keys, again.iter().map(String::as_str).collect());
     }
 
     #[test]
