@@ -58,6 +58,8 @@ pub enum Command {
     /// Show how an event's score was computed
     Explain {
         /// Event number in digest order (1 = first key change), event id, or part of its title
+        // A negative number is an argument to refuse by name, not an unknown flag.
+        #[arg(allow_hyphen_values = true)]
         event: String,
         #[arg(long, default_value = "latest")]
         date: String,
@@ -539,9 +541,10 @@ async fn explain(
     let items = store.items_in_window(&names, &window).await?;
     let classifier = Classifier::new(&config.layers, &config.relevance);
     let all = digest::candidates(items, &window, config, &classifier);
-    let hit = all
-        .iter()
-        .find(|c| c.event.id == query || contains_ci(&c.event.primary().title, query));
+    let hit = all.iter().find(|c| {
+        c.event.id == query
+            || (!looks_like_number(query) && contains_ci(&c.event.primary().title, query))
+    });
     match hit {
         Some(c) => {
             print_breakdown(0, &c.event.id, &c.event.primary().title, c.assessment.score.to_string(), &c.classification.layers, &c.assessment.breakdown);
@@ -557,11 +560,28 @@ async fn explain(
             "No digest and no items stored for {date}; run `kdigest digest --date {date}` first"
         ))
         .into()),
+        None if looks_like_number(query) => {
+            let count = stored.as_ref().map_or(0, |d| d.events().count());
+            let range = match count {
+                0 => format!("the digest of {date} has no events"),
+                n => format!("the digest of {date} numbers its events 1 to {n}"),
+            };
+            Err(UsageError(format!(
+                "EVENT {query} is not an event number: {range}; give a number in that range, an event id, or part of a title"
+            ))
+            .into())
+        }
         None => Err(UsageError(format!(
             "No event matches \"{query}\" on {date}; give its number in the digest, its id, or part of its title"
         ))
         .into()),
     }
+}
+
+/// A query meant as a number: digits with an optional sign, or a power (`2^70`).
+fn looks_like_number(query: &str) -> bool {
+    let digits = query.trim_start_matches(['-', '+']);
+    !digits.is_empty() && digits.chars().all(|c| c.is_ascii_digit() || c == '^')
 }
 
 fn contains_ci(haystack: &str, needle: &str) -> bool {
@@ -578,7 +598,12 @@ fn find_event<'a>(events: Vec<&'a DigestEvent>, query: &str) -> Option<(usize, &
             .position(|e| e.n == n)
             .or_else(|| Some(n.checked_sub(1)?).filter(|i| *i < events.len() && events[*i].n == 0))
     });
-    let by_title = || events.iter().position(|e| contains_ci(&e.title, query));
+    // A number is a position, never a piece of a title ("0" is in "CUTLASS 5.0.0").
+    let by_title = || {
+        (!looks_like_number(query))
+            .then(|| events.iter().position(|e| contains_ci(&e.title, query)))
+            .flatten()
+    };
     let index = by_id.or(by_number).or_else(by_title)?;
     let e = events[index];
     Some((if e.n > 0 { e.n } else { index + 1 }, e))

@@ -83,7 +83,12 @@ impl Store {
     pub async fn connect(storage: &crate::config::StorageConfig) -> anyhow::Result<Store> {
         match &storage.url {
             Some(url) => Store::open_postgres(url.expose()).await,
-            None => Store::open(&storage.path).await,
+            None => Store::open(&storage.path).await.with_context(|| {
+                format!(
+                    "storage.path = \"{}\" cannot be used as the SQLite database; set storage.path to a file in a directory kdigest may create and write",
+                    storage.path.display()
+                )
+            }),
         }
     }
 

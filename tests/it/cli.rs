@@ -155,6 +155,19 @@ fn bad_arguments_exit_2_with_the_right_form() {
         &["explain", "no such event", "--date", "2026-10-28"],
     );
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    // A number outside the digest names the argument and the range, whatever its form.
+    let stored = kdigest(&config, &["digest", "--date", "2026-10-28"]);
+    assert!(stored.status.success(), "{}", stderr(&stored));
+    for number in ["99999", "-1", "2^70", "0"] {
+        let out = kdigest(&config, &["explain", number, "--date", "2026-10-28"]);
+        assert_eq!(out.status.code(), Some(2), "{number}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains(&format!("EVENT {number} is not an event number"))
+                && err.contains("numbers its events 1 to "),
+            "{number}: {err}"
+        );
+    }
 }
 
 #[test]
@@ -230,6 +243,21 @@ fn status_and_digests_list_do_not_create_the_database() {
     assert!(
         !dir.path().join("db").exists(),
         "status created the storage directory"
+    );
+}
+
+#[test]
+fn a_storage_path_that_cannot_be_a_database_names_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    // Under a regular file: its "directory" cannot be created.
+    std::fs::write(dir.path().join("plain"), "not a directory").unwrap();
+    let config = write_file_config(dir.path(), "plain/kdigest.sqlite", "");
+    let out = kdigest(&config, &["digest", "--date", "2026-10-28"]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("storage.path") && err.contains("plain/kdigest.sqlite"),
+        "{err}"
     );
 }
 
