@@ -123,7 +123,7 @@ struct Receiver {
     ok: AtomicUsize,
     rejected: AtomicUsize,
     /// Sliding one-second window of accepted requests, when limited.
-    window: Mutex<std::collections::VecDeque<Instant>>,
+    window: common::SlidingWindow,
     limit: Option<usize>,
 }
 
@@ -135,20 +135,11 @@ async fn receive(
     // closes the connection, and every delivery paid for a new one.
     _body: axum::body::Bytes,
 ) -> Response {
-    if let Some(limit) = r.limit {
-        let now = Instant::now();
-        let mut w = r.window.lock().unwrap();
-        while w
-            .front()
-            .is_some_and(|t| now.duration_since(*t) >= Duration::from_secs(1))
-        {
-            w.pop_front();
-        }
-        if w.len() >= limit {
-            r.rejected.fetch_add(1, Ordering::Relaxed);
-            return (StatusCode::TOO_MANY_REQUESTS, [(header::RETRY_AFTER, "1")]).into_response();
-        }
-        w.push_back(now);
+    if let Some(limit) = r.limit
+        && !r.window.admit(limit, Instant::now())
+    {
+        r.rejected.fetch_add(1, Ordering::Relaxed);
+        return (StatusCode::TOO_MANY_REQUESTS, [(header::RETRY_AFTER, "1")]).into_response();
     }
     *r.per_path.lock().unwrap().entry(path).or_default() += 1;
     r.ok.fetch_add(1, Ordering::Relaxed);

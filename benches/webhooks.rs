@@ -40,7 +40,7 @@ struct Receiver {
     paused: Option<usize>,
     /// Requests accepted in any one second, when the receiver enforces a limit.
     limit: Option<usize>,
-    window: Mutex<std::collections::VecDeque<Instant>>,
+    window: common::SlidingWindow,
     rejected: std::sync::atomic::AtomicUsize,
     arrivals: Mutex<HashMap<usize, Vec<Instant>>>,
     first_429: Mutex<Option<Instant>>,
@@ -53,20 +53,12 @@ async fn receive(
     _body: axum::body::Bytes,
 ) -> Response {
     let now = Instant::now();
-    if let Some(limit) = r.limit {
-        let mut w = r.window.lock().unwrap();
-        while w
-            .front()
-            .is_some_and(|t| now.duration_since(*t) >= Duration::from_secs(1))
-        {
-            w.pop_front();
-        }
-        if w.len() >= limit {
-            r.rejected
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            return (StatusCode::TOO_MANY_REQUESTS, [(header::RETRY_AFTER, "1")]).into_response();
-        }
-        w.push_back(now);
+    if let Some(limit) = r.limit
+        && !r.window.admit(limit, now)
+    {
+        r.rejected
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        return (StatusCode::TOO_MANY_REQUESTS, [(header::RETRY_AFTER, "1")]).into_response();
     }
     r.arrivals.lock().unwrap().entry(i).or_default().push(now);
     if Some(i) == r.paused {
@@ -137,7 +129,7 @@ fn run_receiver(paused: Option<usize>, limit: Option<usize>) {
             started: Instant::now(),
             paused,
             limit,
-            window: Mutex::new(std::collections::VecDeque::new()),
+            window: Default::default(),
             rejected: Default::default(),
             arrivals: Mutex::new(HashMap::new()),
             first_429: Mutex::new(None),

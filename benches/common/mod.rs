@@ -104,3 +104,29 @@ pub async fn add_readers_of_everything(
         .await
         .unwrap();
 }
+
+/// A receiver's limit: at most `limit` requests accepted in any one second (a sliding
+/// window of arrival times). `admit` says whether a request arriving `now` is accepted.
+#[allow(dead_code)]
+#[derive(Default)]
+pub struct SlidingWindow {
+    arrivals: std::sync::Mutex<std::collections::VecDeque<std::time::Instant>>,
+}
+
+#[allow(dead_code)]
+impl SlidingWindow {
+    pub fn admit(&self, limit: usize, now: std::time::Instant) -> bool {
+        let mut w = self.arrivals.lock().unwrap();
+        while w
+            .front()
+            .is_some_and(|t| now.duration_since(*t) >= std::time::Duration::from_secs(1))
+        {
+            w.pop_front();
+        }
+        if w.len() >= limit {
+            return false;
+        }
+        w.push_back(now);
+        true
+    }
+}

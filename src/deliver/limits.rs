@@ -311,6 +311,18 @@ mod tests {
         )
     }
 
+    /// Limits shared by tasks: `per_sec` on the channel, `per_destination` per destination.
+    fn shared(per_sec: f64, per_destination: f64) -> std::sync::Arc<Limits> {
+        std::sync::Arc::new(Limits::new(
+            &ChannelLimits {
+                per_sec,
+                per_destination_per_sec: per_destination,
+                concurrency: 64,
+            },
+            None,
+        ))
+    }
+
     #[test]
     fn a_chat_is_spaced_by_its_own_gap_whatever_the_channel_queue() {
         let limits = telegram();
@@ -374,14 +386,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_long_queue_for_one_destination_gives_rows_back() {
-        let limits = std::sync::Arc::new(Limits::new(
-            &ChannelLimits {
-                per_sec: 1000.0,
-                per_destination_per_sec: 10.0,
-                concurrency: 64,
-            },
-            None,
-        ));
+        let limits = shared(1000.0, 10.0);
         // 64 workers on one host at 10/s: at most about 1.1 s of them wait, the rest are
         // given back instead of holding workers the other hosts need.
         let mut tasks = Vec::new();
@@ -400,14 +405,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_queue_for_one_destination_goes_out_exactly_at_its_rate() {
-        let limits = std::sync::Arc::new(Limits::new(
-            &ChannelLimits {
-                per_sec: 1000.0,
-                per_destination_per_sec: 30.0,
-                concurrency: 64,
-            },
-            None,
-        ));
+        let limits = shared(1000.0, 30.0);
         let t0 = Instant::now();
         let mut tasks = Vec::new();
         for _ in 0..30 {
@@ -439,14 +437,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_rate_above_the_timer_resolution_is_still_met() {
-        let limits = std::sync::Arc::new(Limits::new(
-            &ChannelLimits {
-                per_sec: 1_000_000.0,
-                per_destination_per_sec: 5_000.0,
-                concurrency: 64,
-            },
-            None,
-        ));
+        let limits = shared(1_000_000.0, 5_000.0);
         let t0 = Instant::now();
         let mut tasks = Vec::new();
         for _ in 0..64 {
