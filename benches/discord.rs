@@ -110,12 +110,14 @@ fn main() {
         let ok = api.delivered.total();
         let per_key = api.delivered.per_key();
         let rate = api.delivered.sustained_rate();
+        let budget_rate = api.delivered.budget_limited_rate();
         println!(
-            "discord: {ok} webhook messages to {} webhooks ({}..={} each) in {elapsed:.1} s; {rate:.1} req/s = {:.1}% of the 50/s permitted; 429s in the first window {}, after it {}",
+            "discord: {ok} webhook messages to {} webhooks ({}..={} each) in {elapsed:.1} s; first to last {rate:.1} req/s ({:.1}% of 50/s); until every webhook had begun {budget_rate:.1} req/s = {:.1}% of the 50/s permitted (target >= 97%); 429s in the first window {}, after it {} (target 0)",
             per_key.len(),
             per_key.iter().min().unwrap(),
             per_key.iter().max().unwrap(),
             rate / 50.0 * 100.0,
+            budget_rate / 50.0 * 100.0,
             api.early_429s.load(Ordering::Relaxed),
             api.late_429s.load(Ordering::Relaxed)
         );

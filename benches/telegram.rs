@@ -120,10 +120,11 @@ fn main() {
         let per_key = api.delivered.per_key();
         let duplicates: usize = per_key.iter().map(|n| n.saturating_sub(3)).sum();
         println!(
-            "telegram: {ok} messages to {} chats ({} each) in {elapsed:.1} s; sustained {:.2} msg/s (first to last message); 429s provoked {}; shortest gap in one chat {:.0} ms; duplicates beyond the digest {duplicates}; chats missing {}",
+            "telegram: {ok} messages to {} chats ({} each) in {elapsed:.1} s; sustained {:.2} msg/s first to last (target >= 29), {:.2} msg/s until every chat had begun; 429s provoked {} (target 0); shortest gap in one chat {:.0} ms; duplicates beyond the digest {duplicates}; chats missing {}",
             per_key.len(),
             per_key.iter().max().unwrap_or(&0),
             api.delivered.sustained_rate(),
+            api.delivered.budget_limited_rate(),
             api.rejected.load(Ordering::Relaxed),
             api.min_gap.lock().unwrap().unwrap_or_default().as_secs_f64() * 1e3,
             1000 - per_key.len()

@@ -46,13 +46,16 @@ pub async fn serve(app: axum::Router) -> String {
     base
 }
 
-/// What a mock API accepted: messages per destination and the first and last arrival, for
-/// the sustained rate (messages after the first / time from first to last).
+/// What a mock API accepted: messages per destination and every arrival, for the
+/// sustained rate (messages after the first / time from first to last) and the rate while
+/// the channel's budget was the only limit.
 #[allow(dead_code)]
 #[derive(Default)]
 pub struct Tally<K> {
     per_key: std::sync::Mutex<std::collections::HashMap<K, usize>>,
     span: std::sync::Mutex<Option<(std::time::Instant, std::time::Instant)>>,
+    arrivals: std::sync::Mutex<Vec<std::time::Instant>>,
+    first_per_key: std::sync::Mutex<std::collections::HashMap<K, std::time::Instant>>,
 }
 
 #[allow(dead_code)]
@@ -62,6 +65,8 @@ impl<K: std::hash::Hash + Eq + Copy> Tally<K> {
         let mut span = self.span.lock().unwrap();
         let first = span.map_or(now, |(first, _)| first);
         *span = Some((first, now));
+        self.arrivals.lock().unwrap().push(now);
+        self.first_per_key.lock().unwrap().entry(key).or_insert(now);
     }
 
     pub fn total(&self) -> usize {
@@ -77,6 +82,25 @@ impl<K: std::hash::Hash + Eq + Copy> Tally<K> {
     pub fn sustained_rate(&self) -> f64 {
         let (first, last) = self.span.lock().unwrap().expect("something arrived");
         (self.total() - 1) as f64 / last.duration_since(first).as_secs_f64()
+    }
+
+    /// Messages per second from the first arrival until every destination had its first
+    /// message. Up to then deliveries were waiting to start and only the channel's budget
+    /// held them back; after it, a multi-message digest's last messages wait their
+    /// destination's own spacing (a second per chat), so the first-to-last rate also
+    /// measures that drain, which no channel budget could shorten.
+    pub fn budget_limited_rate(&self) -> f64 {
+        let end = *self
+            .first_per_key
+            .lock()
+            .unwrap()
+            .values()
+            .max()
+            .expect("something arrived");
+        let arrivals = self.arrivals.lock().unwrap();
+        let first = arrivals[0];
+        let count = arrivals.iter().filter(|t| **t <= end).count();
+        (count - 1) as f64 / end.duration_since(first).as_secs_f64()
     }
 }
 
