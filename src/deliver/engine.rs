@@ -870,6 +870,7 @@ impl Engine {
         if !fresh {
             return false;
         }
+        self.health.paused(channel, after(wait), reason);
         if let Err(error) = self
             .store
             .pause_destination(channel, WHOLE_CHANNEL, after(wait), reason)
@@ -935,6 +936,7 @@ impl Engine {
     /// long (a large backlog that moves is not stuck).
     pub async fn problems(&self) -> Vec<String> {
         let mut problems = self.health.workers_down();
+        problems.extend(self.health.channels_paused(Utc::now()));
         let now = Utc::now();
         let stale = |t: DateTime<Utc>| (now - t).to_std().unwrap_or_default() > STUCK_AFTER;
         if self.health.last_progress().is_none_or(stale) {

@@ -14,6 +14,9 @@ use crate::subscriber::Channel;
 pub struct Health {
     /// Channels whose worker is down: since when, and why.
     down: Mutex<BTreeMap<&'static str, (DateTime<Utc>, String)>>,
+    /// Channels paused by an outage (a relay that refuses or misses us): until when, and
+    /// why.
+    paused: Mutex<BTreeMap<&'static str, (DateTime<Utc>, String)>>,
     /// When a delivery was last settled (unix ms; 0 before the first).
     last_progress_ms: AtomicI64,
 }
@@ -23,6 +26,32 @@ impl Health {
         &self,
     ) -> std::sync::MutexGuard<'_, BTreeMap<&'static str, (DateTime<Utc>, String)>> {
         self.down.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn paused_map(
+        &self,
+    ) -> std::sync::MutexGuard<'_, BTreeMap<&'static str, (DateTime<Utc>, String)>> {
+        self.paused.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn paused(&self, channel: Channel, until: DateTime<Utc>, reason: &str) {
+        self.paused_map()
+            .insert(channel.as_str(), (until, reason.to_string()));
+    }
+
+    /// One line per channel paused at `now`.
+    pub fn channels_paused(&self, now: DateTime<Utc>) -> Vec<String> {
+        let mut paused = self.paused_map();
+        paused.retain(|_, (until, _)| *until > now);
+        paused
+            .iter()
+            .map(|(channel, (until, reason))| {
+                format!(
+                    "{channel} delivery paused until {}: {reason}",
+                    until.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                )
+            })
+            .collect()
     }
 
     pub fn up(&self, channel: Channel) {
@@ -82,5 +111,25 @@ mod tests {
         assert!(down[0].ends_with("(again)"));
         health.up(Channel::Telegram);
         assert!(health.workers_down().is_empty());
+    }
+
+    #[test]
+    fn a_paused_channel_is_reported_until_its_pause_ends() {
+        let health = Health::default();
+        let now = Utc::now();
+        health.paused(
+            Channel::Email,
+            now + chrono::Duration::seconds(600),
+            "SMTP relay does not offer STARTTLS",
+        );
+        let paused = health.channels_paused(now);
+        assert_eq!(paused.len(), 1);
+        assert!(paused[0].starts_with("email delivery paused until"));
+        assert!(paused[0].ends_with("does not offer STARTTLS"));
+        assert!(
+            health
+                .channels_paused(now + chrono::Duration::seconds(601))
+                .is_empty()
+        );
     }
 }

@@ -15,32 +15,16 @@ use crate::smtp::{header, spawn_smtp};
 
 /// The fixture day's digest stored, active email subscribers, and an engine with their
 /// deliveries planned.
-struct EmailDay {
-    config: kdigest::config::Config,
-    store: kdigest::store::Store,
-    digest: kdigest::model::Digest,
-    engine: Arc<Engine>,
-    ids: Vec<i64>,
+pub struct EmailDay {
+    pub config: kdigest::config::Config,
+    pub store: kdigest::store::Store,
+    pub digest: kdigest::model::Digest,
+    pub engine: Arc<Engine>,
+    pub ids: Vec<i64>,
 }
 
-async fn email_day(
-    feeds: &str,
-    dir: &std::path::Path,
-    extra: &str,
-    addresses: &[&str],
-) -> EmailDay {
-    // The engine reads the signing key from the environment; every test sets the same one.
-    unsafe {
-        std::env::set_var(
-            kdigest::tokens::SECRET_ENV,
-            "test-signing-key-0123456789abcdef",
-        )
-    };
-    let config = fixture_config(&format!("{feeds}/feeds"), dir, extra);
-    let store = open_store(&config).await;
-    let digest = kdigest::pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
-        .await
-        .unwrap();
+/// Adds one active English reader of everything per address; their ids.
+pub async fn add_email_readers(store: &kdigest::store::Store, addresses: &[&str]) -> Vec<i64> {
     let mut ids = Vec::new();
     for a in addresses {
         let address = Address::parse(&format!("email:{a}")).unwrap();
@@ -58,6 +42,28 @@ async fn email_day(
             .unwrap();
         ids.push(id);
     }
+    ids
+}
+
+pub async fn email_day(
+    feeds: &str,
+    dir: &std::path::Path,
+    extra: &str,
+    addresses: &[&str],
+) -> EmailDay {
+    // The engine reads the signing key from the environment; every test sets the same one.
+    unsafe {
+        std::env::set_var(
+            kdigest::tokens::SECRET_ENV,
+            "test-signing-key-0123456789abcdef",
+        )
+    };
+    let config = fixture_config(&format!("{feeds}/feeds"), dir, extra);
+    let store = open_store(&config).await;
+    let digest = kdigest::pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
+        .await
+        .unwrap();
+    let ids = add_email_readers(&store, addresses).await;
     let engine =
         Arc::new(Engine::new(store.clone(), &config, Arc::new(Metrics::default())).unwrap());
     assert_eq!(engine.plan(&digest).await.unwrap(), addresses.len() as u64);

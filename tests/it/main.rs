@@ -7,6 +7,7 @@ mod cluster;
 mod delivery;
 mod discord;
 mod email;
+mod email_faults;
 mod engines;
 mod eval;
 mod faults;

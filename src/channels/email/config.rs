@@ -31,6 +31,9 @@ pub struct EmailConfig {
     pub public_url: url::Url,
     pub unsubscribe_mailto: Option<String>,
     pub pool_size: u32,
+    /// Bounds each step with the relay: connecting (greeting, EHLO, STARTTLS, login) and
+    /// each message's transaction.
+    pub timeout: std::time::Duration,
     /// DKIM signing, when a selector is configured.
     pub dkim: Option<DkimConfig>,
 }
@@ -64,6 +67,7 @@ pub struct RawEmail {
     pub public_url: String,
     pub unsubscribe_mailto: Option<String>,
     pub pool_size: u32,
+    pub timeout_secs: f64,
     pub dkim_selector: Option<String>,
     pub dkim_domain: Option<String>,
     pub dkim_algorithm: String,
@@ -84,6 +88,7 @@ impl Default for RawEmail {
             public_url: "https://digest.example.org/".into(),
             unsubscribe_mailto: None,
             pool_size: 4,
+            timeout_secs: 30.0,
             dkim_selector: None,
             dkim_domain: None,
             dkim_algorithm: "rsa".into(),
@@ -153,6 +158,12 @@ pub(crate) fn validate(raw: RawEmail, problems: &mut Vec<String>) -> EmailConfig
             raw.pool_size
         ));
     }
+    if !(raw.timeout_secs > 0.0 && raw.timeout_secs <= 3600.0) {
+        problems.push(format!(
+            "email.timeout_secs: {} is out of range; use a number of seconds above 0 and at most 3600 (30 is the default)",
+            raw.timeout_secs
+        ));
+    }
     env_var_name(
         "email.password_env",
         &raw.password_env,
@@ -197,5 +208,6 @@ pub(crate) fn validate(raw: RawEmail, problems: &mut Vec<String>) -> EmailConfig
         unsubscribe_mailto: raw.unsubscribe_mailto,
         dkim,
         pool_size: raw.pool_size.clamp(1, 64),
+        timeout: std::time::Duration::from_secs_f64(raw.timeout_secs.clamp(0.001, 3600.0)),
     }
 }

@@ -3,6 +3,7 @@
 //! sends its confirmations through the same sender.
 
 pub mod config;
+mod relay;
 pub mod send;
 
 use std::sync::Arc;

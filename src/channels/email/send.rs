@@ -4,9 +4,10 @@
 //! DKIM signature over those headers. Also the one-off sign-up confirmation.
 //!
 //! A refused mailbox (5.1.x, 5.2.1, or a bare 550/551/553) disables the subscriber as
-//! bounced; 4xx answers are retried; the relay refusing us (no connection, TLS, 421, a
-//! refused login, a 5.7.x policy refusal) pauses the channel and marks nobody. See
-//! [`classify`].
+//! bounced; 4xx answers and a connection dropped mid-message are retried; the relay refusing
+//! or missing us (no connection, no greeting, no STARTTLS, 421, a refused login, a 5.7.x
+//! policy refusal) pauses the channel and marks nobody. See [`classify_reply`] and
+//! [`super::relay`].
 
 use lettre::message::dkim::{
     DkimCanonicalization, DkimCanonicalizationType, DkimConfig, DkimSigningAlgorithm,
@@ -14,13 +15,12 @@ use lettre::message::dkim::{
 };
 use lettre::message::header::{HeaderName, HeaderValue};
 use lettre::message::{Mailbox, MessageBuilder, MultiPart};
-use lettre::transport::smtp::PoolConfig;
+use lettre::Message;
 use lettre::transport::smtp::authentication::Credentials;
-use lettre::transport::smtp::client::Tls;
-use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
 
+use super::relay::Relay;
 use crate::channels::SendError;
-use crate::config::{DkimAlgorithm, EmailConfig, Secret, SmtpTls};
+use crate::config::{DkimAlgorithm, EmailConfig, Secret};
 use crate::render::Email;
 use crate::tokens::{Purpose, link};
 
@@ -49,7 +49,7 @@ const DKIM_HEADERS: &[&str] = &[
 ];
 
 pub struct EmailSender {
-    transport: AsyncSmtpTransport<Tokio1Executor>,
+    relay: Relay,
     config: EmailConfig,
     /// Signs the links in emails (KDIGEST_SECRET).
     secret: Secret,
@@ -77,26 +77,11 @@ impl EmailSender {
         password: Option<Secret>,
         dkim_key: Option<Secret>,
     ) -> anyhow::Result<EmailSender> {
-        let host = config.smtp_host.as_str();
-        let builder = match config.tls {
-            SmtpTls::Implicit => AsyncSmtpTransport::<Tokio1Executor>::relay(host)?,
-            SmtpTls::StartTls => AsyncSmtpTransport::<Tokio1Executor>::starttls_relay(host)?,
-            SmtpTls::None => {
-                AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(host).tls(Tls::None)
-            }
-        };
-        let mut builder = builder
-            .port(config.smtp_port)
-            .timeout(Some(std::time::Duration::from_secs(30)))
-            .pool_config(PoolConfig::new().max_size(config.pool_size));
-        if let Some(password) = password
-            && !config.username.is_empty()
-        {
-            builder = builder.credentials(Credentials::new(
-                config.username.clone(),
-                password.expose().to_string(),
-            ));
-        }
+        let credentials = password
+            .filter(|_| !config.username.is_empty())
+            .map(|password| {
+                Credentials::new(config.username.clone(), password.expose().to_string())
+            });
         let dkim = match (&config.dkim, dkim_key) {
             (Some(d), Some(key)) => {
                 let algorithm = match d.algorithm {
@@ -127,7 +112,7 @@ impl EmailSender {
             _ => None,
         };
         Ok(EmailSender {
-            transport: builder.build(),
+            relay: Relay::new(config, credentials),
             config: config.clone(),
             secret,
             dkim,
@@ -242,11 +227,9 @@ impl EmailSender {
     }
 
     async fn deliver(&self, message: Message) -> Result<(), SendError> {
-        self.transport
-            .send(message)
+        self.relay
+            .send(message.envelope(), &message.formatted())
             .await
-            .map(|_| ())
-            .map_err(|e| classify(&e))
     }
 }
 
@@ -256,33 +239,14 @@ fn recipient(to: &str) -> Result<Mailbox, SendError> {
     })
 }
 
-/// Only a refused mailbox is a bounce: 5.1.x (bad address) or 5.2.1 (mailbox disabled), or a
-/// bare 550/551/553 from a relay that gives no enhanced code. The relay refusing *us* is an
-/// outage that pauses the channel and marks nobody: no answer at all (connection refused, TLS
-/// failure, timeout), 421 (closing), a refused login, and 5.7.x policy refusals (relaying
-/// denied, sender not ours). A message lettre cannot send (say, a non-ASCII address to a
-/// relay without SMTPUTF8) fails alone. Other 5xx refuse this message only; 4xx are retried.
-fn classify(e: &lettre::transport::smtp::Error) -> SendError {
-    let code = e.status().map(|c| c.to_string());
-    classify_parts(
-        code.as_deref(),
-        e.is_client() || e.is_response(),
-        &e.to_string(),
-    )
-}
-
-fn classify_parts(code: Option<&str>, client_side: bool, text: &str) -> SendError {
-    if client_side {
-        return SendError::Failed {
-            reason: format!("This email cannot be sent: {text}"),
-        };
-    }
-    let Some(code) = code else {
-        return SendError::Outage {
-            reason: format!("SMTP relay unreachable: {text}"),
-            retry_after: None,
-        };
-    };
+/// What a reply code means once the relay has taken up a message. Only a refused mailbox is
+/// a bounce: 5.1.x (bad address) or 5.2.1 (mailbox disabled), or a bare 550/551/553 from a
+/// relay that gives no enhanced code. The relay refusing *us* is an outage that pauses the
+/// channel and marks nobody: 421 (closing), a refused login, and 5.7.x policy refusals
+/// (relaying denied, sender not ours). Other 5xx refuse this message only; 4xx (451, 452,
+/// greylisting) are retried. Faults without a reply (no connection, a drop, silence) are
+/// sorted in [`super::relay`], by the step they happened in.
+pub(super) fn classify_reply(code: &str, text: &str) -> SendError {
     let enhanced = enhanced_status(text);
     let permanent = code.starts_with('5');
     match (code, enhanced.map(|(_, subject, _)| subject)) {
@@ -347,7 +311,7 @@ mod tests {
     use super::*;
 
     fn kind(code: Option<&str>, text: &str) -> &'static str {
-        match classify_parts(code, false, text) {
+        match classify_reply(code.expect("a reply code"), text) {
             SendError::Permanent { .. } => "bounce",
             SendError::Outage { .. } => "outage",
             SendError::Failed { .. } => "failed",
@@ -400,7 +364,6 @@ mod tests {
             kind(Some("421"), "transient error (421): closing"),
             "outage"
         );
-        assert_eq!(kind(None, "Connection error: refused"), "outage");
         assert_eq!(
             kind(Some("552"), "permanent error (552): 5.3.4 Message too big"),
             "failed"
@@ -409,9 +372,5 @@ mod tests {
             kind(Some("451"), "transient error (451): 4.7.1 Greylisted"),
             "retry"
         );
-        assert!(matches!(
-            classify_parts(None, true, "internal client error: SMTPUTF8"),
-            SendError::Failed { .. }
-        ));
     }
 }
