@@ -69,6 +69,8 @@ pub async fn serve_feeds() -> anyhow::Result<String> {
 /// The demo configuration pointed at `base`.
 pub fn demo_config(base: &str, language: Option<&str>) -> anyhow::Result<Config> {
     let mut config = Config::parse(&DEMO_CONFIG.replace("{base}", base))?;
+    // The demo's feeds come from its own server on 127.0.0.1 (serve_feeds).
+    config.fetch.allow_private_networks = true;
     if let Some(l) = language {
         config.digest.language = l.to_string();
     }

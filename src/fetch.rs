@@ -20,6 +20,7 @@ use tokio::time::Instant;
 
 use crate::config::{FetchConfig, SourceConfig, SourceLocation};
 use crate::model::Validators;
+use crate::netguard::Guard;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FetchOutcome {
@@ -50,6 +51,10 @@ pub enum FetchError {
     Transport(String),
     #[error("Cannot read file {path}: {reason}")]
     File { path: String, reason: String },
+    /// A private or loopback target (or a redirect to one) without
+    /// fetch.allow_private_networks.
+    #[error("Refused: {0}")]
+    PrivateNetwork(String),
 }
 
 impl FetchError {
@@ -79,6 +84,7 @@ pub struct FetchResult {
 
 pub struct Fetcher {
     client: reqwest::Client,
+    guard: Guard,
     config: FetchConfig,
     hosts: Mutex<HashMap<String, Arc<Semaphore>>>,
 }
@@ -92,9 +98,22 @@ struct Attempt {
 
 impl Fetcher {
     pub fn new(config: &FetchConfig) -> anyhow::Result<Fetcher> {
+        let guard = Guard::fetch(config);
+        let max_redirects = config.max_redirects;
+        // Every hop is checked: a public feed that redirects to loopback is refused.
+        let redirects = reqwest::redirect::Policy::custom(move |attempt| {
+            if attempt.previous().len() > max_redirects {
+                attempt.error(TooManyRedirects)
+            } else if let Err(refusal) = guard.check_url(attempt.url()) {
+                attempt.error(RedirectRefused(refusal))
+            } else {
+                attempt.follow()
+            }
+        });
         let client = reqwest::Client::builder()
             .user_agent(&config.user_agent)
-            .redirect(reqwest::redirect::Policy::limited(config.max_redirects))
+            .redirect(redirects)
+            .dns_resolver(guard.resolver())
             .connect_timeout(config.timeout.min(Duration::from_secs(10)))
             .gzip(true)
             .brotli(true)
@@ -102,6 +121,7 @@ impl Fetcher {
             .build()?;
         Ok(Fetcher {
             client,
+            guard,
             config: config.clone(),
             hosts: Mutex::new(HashMap::new()),
         })
@@ -209,6 +229,13 @@ impl Fetcher {
         validators: &Validators,
         attempt: u32,
     ) -> Result<FetchOutcome, Attempt> {
+        if let Err(refusal) = self.guard.check_url(url) {
+            return Err(Attempt {
+                error: FetchError::PrivateNetwork(refusal),
+                transient: false,
+                retry_after: None,
+            });
+        }
         let mut request = self.client.get(url.clone());
         if let Some(etag) = &validators.etag {
             request = request.header(IF_NONE_MATCH, etag);
@@ -306,7 +333,27 @@ impl Fetcher {
     }
 }
 
+/// The redirect policy's reasons to stop (reqwest reports both as a redirect error).
+#[derive(Debug, thiserror::Error)]
+#[error("too many redirects")]
+struct TooManyRedirects;
+
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct RedirectRefused(String);
+
 fn transport_error(e: reqwest::Error, max_redirects: usize) -> Attempt {
+    let refused = std::iter::successors(std::error::Error::source(&e), |c| c.source())
+        .find_map(|c| c.downcast_ref::<RedirectRefused>())
+        .map(|r| format!("a redirect to {}", r.0))
+        .or_else(|| crate::netguard::refusal(&e));
+    if let Some(refusal) = refused {
+        return Attempt {
+            error: FetchError::PrivateNetwork(refusal),
+            transient: false,
+            retry_after: None,
+        };
+    }
     if e.is_redirect() {
         return Attempt {
             error: FetchError::TooManyRedirects(max_redirects),

@@ -34,6 +34,7 @@ pub mod learned;
 pub mod locale;
 pub mod metrics;
 pub mod model;
+pub mod netguard;
 pub mod parse;
 pub mod pipeline;
 pub mod release_notes;

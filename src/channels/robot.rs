@@ -17,6 +17,7 @@ use super::{ChannelSpec, Meta, Options, SendError};
 use crate::config::{ChannelLimits, Config, Secret};
 use crate::locale::Locale;
 use crate::model::{Digest, DigestEvent};
+use crate::netguard::Guard;
 use crate::parse::hex;
 use crate::render::Renderer;
 
@@ -189,7 +190,10 @@ impl<P: Platform> ChannelSpec for RobotSpec<P> {
     }
 
     fn sender(config: &Config) -> anyhow::Result<Option<RobotSender>> {
-        Ok(Some(RobotSender::new(config.delivery.timeout)?))
+        Ok(Some(RobotSender::new(
+            config.delivery.timeout,
+            Guard::delivery(&config.delivery),
+        )?))
     }
 
     async fn send(
@@ -210,18 +214,20 @@ pub fn fingerprint(url: &url::Url) -> String {
 /// One HTTP client for every robot of a platform.
 pub struct RobotSender {
     client: reqwest::Client,
+    guard: Guard,
 }
 
 impl RobotSender {
-    pub fn new(timeout: Duration) -> anyhow::Result<RobotSender> {
+    pub fn new(timeout: Duration, guard: Guard) -> anyhow::Result<RobotSender> {
         let client = reqwest::Client::builder()
+            .dns_resolver(guard.resolver())
             .timeout(timeout)
             .connect_timeout(timeout.min(Duration::from_secs(10)))
             .redirect(reqwest::redirect::Policy::none())
             .pool_idle_timeout(Duration::from_secs(10))
             .user_agent(concat!("kdigest/", env!("CARGO_PKG_VERSION")))
             .build()?;
-        Ok(RobotSender { client })
+        Ok(RobotSender { client, guard })
     }
 
     /// Posts one rendered payload, with the robot's keyword and signature added.
@@ -232,6 +238,9 @@ impl RobotSender {
         if let Some(keyword) = &robot.keyword {
             P::add_keyword(&mut payload, keyword);
         }
+        self.guard
+            .check_url(&robot.url)
+            .map_err(|reason| SendError::Permanent { reason })?;
         let mut url = robot.url.clone();
         if let Some(var) = &robot.secret_env {
             // Read at each send: a rotated secret takes effect without a restart.
@@ -261,19 +270,22 @@ impl RobotSender {
             .body(payload.to_string())
             .send()
             .await
-            .map_err(|e| SendError::Transient {
-                reason: format!(
-                    "{} request {}: {}",
-                    P::NAME,
-                    if e.is_timeout() {
-                        "timed out"
-                    } else {
-                        "failed"
-                    },
-                    // The URL holds the robot's token.
-                    e.without_url()
-                ),
-                retry_after: None,
+            .map_err(|e| match crate::netguard::refusal(&e) {
+                Some(reason) => SendError::Permanent { reason },
+                None => SendError::Transient {
+                    reason: format!(
+                        "{} request {}: {}",
+                        P::NAME,
+                        if e.is_timeout() {
+                            "timed out"
+                        } else {
+                            "failed"
+                        },
+                        // The URL holds the robot's token.
+                        e.without_url()
+                    ),
+                    retry_after: None,
+                },
             })?;
         let status = response.status().as_u16();
         let retry_after = crate::fetch::retry_after(response.headers());

@@ -171,6 +171,8 @@ pub struct DeliveryConfig {
     /// How long a claim holds its row before the reaper returns it to the queue.
     pub claim: Duration,
     pub webhook_secret_env: String,
+    /// Readers' webhooks and robots may be on loopback or private networks.
+    pub allow_private_networks: bool,
     /// Every channel of the registry: `[delivery.<channel>]` over its defaults.
     pub limits: std::collections::BTreeMap<crate::channels::Channel, ChannelLimits>,
 }
@@ -345,6 +347,8 @@ pub struct FetchConfig {
     pub max_redirects: usize,
     pub retries: u32,
     pub user_agent: String,
+    /// Feeds (and their redirects, and discovery) may be on loopback or private networks.
+    pub allow_private_networks: bool,
     /// Below this share of sources answering (and always when none does) a run stores and
     /// delivers nothing: a failed day is not a quiet day.
     pub min_success_share: f64,

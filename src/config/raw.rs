@@ -177,6 +177,7 @@ pub struct RawFetch {
     pub user_agent: String,
     pub min_success_share: f64,
     pub parse_budget_secs: f64,
+    pub allow_private_networks: bool,
 }
 
 impl Default for RawFetch {
@@ -190,6 +191,7 @@ impl Default for RawFetch {
             retries: 2,
             min_success_share: 0.0,
             parse_budget_secs: 30.0,
+            allow_private_networks: false,
             user_agent: concat!(
                 "kdigest/",
                 env!("CARGO_PKG_VERSION"),
@@ -252,6 +254,7 @@ pub struct RawDelivery {
     pub timeout_secs: f64,
     pub claim_secs: u64,
     pub webhook_secret_env: String,
+    pub allow_private_networks: bool,
     /// `[delivery.<channel>]` tables, taken out of the section before the rest is read
     /// (keys::delivery_section), one per channel of the registry.
     #[serde(skip)]
@@ -267,6 +270,7 @@ impl Default for RawDelivery {
             timeout_secs: 15.0,
             claim_secs: 105,
             webhook_secret_env: "KDIGEST_WEBHOOK_SECRET".into(),
+            allow_private_networks: false,
             channels: Vec::new(),
         }
     }

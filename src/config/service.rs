@@ -123,6 +123,7 @@ pub(super) fn validate_delivery(raw: RawDelivery, problems: &mut Vec<String>) ->
         timeout: secs(raw.timeout_secs),
         claim: Duration::from_secs(raw.claim_secs.clamp(3, 86_400)),
         webhook_secret_env: raw.webhook_secret_env,
+        allow_private_networks: raw.allow_private_networks,
         limits: channel_limits,
     }
 }

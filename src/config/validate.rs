@@ -437,6 +437,7 @@ pub(super) fn validate_fetch(raw: RawFetch, problems: &mut Vec<String>) -> Fetch
         max_redirects: raw.max_redirects,
         retries: raw.retries,
         user_agent: raw.user_agent,
+        allow_private_networks: raw.allow_private_networks,
     }
 }
 

@@ -199,6 +199,7 @@ fn gzip_bomb() -> &'static [u8] {
 /// included), with its database in `dir`.
 pub fn fixture_config(feeds_base: &str, dir: &std::path::Path, extra: &str) -> Config {
     let text = kdigest::demo::DEMO_CONFIG.replace("{base}", feeds_base);
+    let extra = allowing_private_networks(extra);
     let mut config = Config::parse(&format!("{text}\n{extra}")).unwrap_or_else(|e| panic!("{e}"));
     config.storage.path = dir.join("kdigest.sqlite");
     config
@@ -224,6 +225,22 @@ pub fn kdigest(config: &std::path::Path, args: &[&str]) -> std::process::Command
     c
 }
 
+/// `extra` TOML with `fetch.allow_private_networks` and `delivery.allow_private_networks`
+/// on: every server of the tests listens on 127.0.0.1, which kdigest refuses by default.
+pub fn allowing_private_networks(extra: &str) -> String {
+    let mut out = extra.to_string();
+    for table in ["fetch", "delivery"] {
+        let header = format!("[{table}]\n");
+        let allow = format!("{header}allow_private_networks = true\n");
+        if out.starts_with(&header) || out.contains(&format!("\n{header}")) {
+            out = out.replacen(&header, &allow, 1);
+        } else {
+            out.push_str(&format!("\n{allow}"));
+        }
+    }
+    out
+}
+
 /// Writes a config file for the binary: the demo configuration reading the bundled feeds from
 /// disk, the database at `storage` (relative to the file), and `extra` TOML.
 pub fn write_file_config(dir: &std::path::Path, storage: &str, extra: &str) -> PathBuf {
@@ -232,7 +249,10 @@ pub fn write_file_config(dir: &std::path::Path, storage: &str, extra: &str) -> P
     let path = dir.join("config.toml");
     std::fs::write(
         &path,
-        format!("{text}\n[storage]\npath = \"{storage}\"\n{extra}"),
+        format!(
+            "{text}\n[storage]\npath = \"{storage}\"\n{}",
+            allowing_private_networks(extra)
+        ),
     )
     .unwrap();
     path

@@ -20,6 +20,7 @@ mod llm_guard;
 mod morning;
 mod outbox;
 mod pg;
+mod private_networks;
 mod reference_feeds;
 mod renders;
 mod robots;

@@ -78,7 +78,7 @@ fn write_config(dir: &Path, sources: &str) -> std::path::PathBuf {
     let path = dir.join("config.toml");
     std::fs::write(
         &path,
-        format!("[storage]\npath = \"k.sqlite\"\n[fetch]\ntimeout_secs = 2.0\n{sources}"),
+        format!("[storage]\npath = \"k.sqlite\"\n[fetch]\ntimeout_secs = 2.0\nallow_private_networks = true\n{sources}"),
     )
     .unwrap();
     path

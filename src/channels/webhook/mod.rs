@@ -78,6 +78,7 @@ impl ChannelSpec for Spec {
             config.delivery.timeout,
             secret,
             concurrency,
+            crate::netguard::Guard::delivery(&config.delivery),
         )?))
     }
 

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::channels::SendError;
 use crate::config::Secret;
+use crate::netguard::Guard;
 use crate::parse::hex;
 
 pub const DELIVERY_HEADER: &str = "X-Kdigest-Delivery";
@@ -15,6 +16,7 @@ pub const SIGNATURE_HEADER: &str = "X-Kdigest-Signature";
 pub struct WebhookSender {
     client: reqwest::Client,
     secret: Option<Secret>,
+    guard: Guard,
 }
 
 /// `sha256=<hex of HMAC-SHA256(secret, "<timestamp>.<body>")>`: the timestamp is signed too,
@@ -31,8 +33,10 @@ impl WebhookSender {
         timeout: Duration,
         secret: Option<Secret>,
         concurrency: usize,
+        guard: Guard,
     ) -> anyhow::Result<WebhookSender> {
         let client = reqwest::Client::builder()
+            .dns_resolver(guard.resolver())
             .timeout(timeout)
             .connect_timeout(timeout.min(Duration::from_secs(10)))
             .redirect(reqwest::redirect::Policy::none())
@@ -44,7 +48,11 @@ impl WebhookSender {
             .pool_max_idle_per_host(concurrency.max(1))
             .user_agent(concat!("kdigest/", env!("CARGO_PKG_VERSION"), " webhook"))
             .build()?;
-        Ok(WebhookSender { client, secret })
+        Ok(WebhookSender {
+            client,
+            secret,
+            guard,
+        })
     }
 
     pub async fn send(
@@ -53,6 +61,9 @@ impl WebhookSender {
         body: &str,
         delivery_id: &str,
     ) -> Result<(), SendError> {
+        self.guard
+            .check_url(url)
+            .map_err(|reason| SendError::Permanent { reason })?;
         let timestamp = chrono::Utc::now().timestamp();
         let mut request = self
             .client
@@ -67,6 +78,9 @@ impl WebhookSender {
         let response = match request.send().await {
             Ok(r) => r,
             Err(e) => {
+                if let Some(reason) = crate::netguard::refusal(&e) {
+                    return Err(SendError::Permanent { reason });
+                }
                 let kind = if e.is_timeout() {
                     "timed out"
                 } else {
