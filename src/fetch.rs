@@ -51,6 +51,10 @@ pub enum FetchError {
     Transport(String),
     #[error("Cannot read file {path}: {reason}")]
     File { path: String, reason: String },
+    #[error(
+        "Not fetched: waited {waited:.1} s for {host}, whose connections (fetch.per_host_concurrency) were held by sources that did not answer"
+    )]
+    HostBusy { host: String, waited: f64 },
     /// A private or loopback target (or a redirect to one) without
     /// fetch.allow_private_networks.
     #[error("Refused: {0}")]
@@ -179,16 +183,33 @@ impl Fetcher {
         );
         let permit = self.host_semaphore(&host);
         // The deadline covers this source's own attempts: it starts when the source first
-        // holds a permit of its host, so sources queued behind slow ones on the same host
-        // are not failed by their slowness (they wait at most one timeout per holder).
+        // holds a permit of its host, so a source queued behind slow ones on the same host
+        // is not failed by their slowness. But no source waits for its host longer than
+        // half a timeout beyond one timeout (`host_deadline`): twenty sources hanging on
+        // one host, four at a time, held the fetch phase for five timeouts, and every good
+        // source's digest with it. The phase ends within 1.5 timeouts per round of
+        // fetch.concurrency.
+        let waiting_since = Instant::now();
+        let host_deadline = waiting_since + self.config.timeout + self.config.timeout / 2;
         let mut deadline = None;
         let mut attempt: u32 = 0;
         loop {
             attempt += 1;
             let result = {
-                let _permit = permit.acquire().await.expect("semaphore is never closed");
-                let deadline =
-                    *deadline.get_or_insert_with(|| Instant::now() + self.config.timeout);
+                let acquired = tokio::time::timeout_at(host_deadline, permit.acquire()).await;
+                // A permit freed at the host deadline leaves no time to fetch: handed on
+                // to the next waiter, each would time out at once and free it again.
+                let too_late = Instant::now() + self.config.timeout / 10 >= host_deadline;
+                let (Ok(acquired), false) = (acquired, too_late) else {
+                    return Err(FetchError::HostBusy {
+                        host,
+                        waited: waiting_since.elapsed().as_secs_f64(),
+                    });
+                };
+                let _permit = acquired.expect("semaphore is never closed");
+                let deadline = *deadline.get_or_insert_with(|| {
+                    (Instant::now() + self.config.timeout).min(host_deadline)
+                });
                 match tokio::time::timeout_at(deadline, self.get_once(url, validators, attempt))
                     .await
                 {

@@ -240,6 +240,52 @@ async fn a_source_queued_behind_slow_ones_on_its_host_is_not_failed_by_them() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sources_hanging_on_one_host_hold_it_for_at_most_one_and_a_half_timeouts() {
+    // Sixteen sources hang on one host, four at a time (per_host_concurrency); the good
+    // sources are on another. Waiting four rounds of timeouts held the fetch phase, and
+    // every good source's digest, for four timeouts: now no source waits for its host
+    // beyond 1.5 timeouts, and those still queued then are named as not fetched.
+    let hanging = spawn_feed_server().await;
+    let good = spawn_feed_server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut extra =
+        String::from("[fetch]\ntimeout_secs = 1.0\nretries = 0\nper_host_concurrency = 4\n");
+    for i in 0..16 {
+        extra.push_str(&format!(
+            "\n[[sources]]\nname = \"hang{i}\"\nurl = \"{}/hang?n={i}\"\nkind = \"blog\"\n",
+            hanging.base
+        ));
+    }
+    let config = fixture_config(&format!("{}/feeds", good.base), dir.path(), &extra);
+    let store = open_store(&config).await;
+    let digest = pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
+        .await
+        .unwrap();
+    // The fixture's one broken feed fails as always; of the others only the hanging ones.
+    let (failed, others): (Vec<_>, Vec<_>) = digest
+        .failed_sources
+        .iter()
+        .partition(|f| f.source.starts_with("hang"));
+    assert_eq!(failed.len(), 16, "{failed:?}");
+    assert!(
+        others
+            .iter()
+            .all(|f| f.error.starts_with("Not a valid feed")),
+        "{others:?}"
+    );
+    let not_fetched = failed
+        .iter()
+        .filter(|f| {
+            f.error.starts_with("Not fetched: waited")
+                && f.error.contains("fetch.per_host_concurrency")
+        })
+        .count();
+    // Rounds at 0 and 1 s time out; at 1.5 s at most four waiters find a permit free.
+    assert!(not_fetched >= 4, "{failed:?}");
+    assert!(digest.events().count() >= 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_feed_that_parses_past_its_budget_fails_alone_and_is_named() {
     let server = spawn_feed_server().await;
     let dir = tempfile::tempdir().unwrap();
