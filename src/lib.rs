@@ -37,6 +37,7 @@ pub mod model;
 pub mod netguard;
 pub mod parse;
 pub mod pipeline;
+pub mod redact;
 pub mod release_notes;
 pub mod render;
 pub mod schedule;

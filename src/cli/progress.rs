@@ -20,11 +20,15 @@ static ACTIVE: Mutex<Option<indicatif::ProgressBar>> = Mutex::new(None);
 pub struct LogWriter;
 
 impl Write for LogWriter {
+    /// One formatted log event at a time (tracing-subscriber writes each event whole),
+    /// without secrets: see `redact`.
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let text = String::from_utf8_lossy(buf);
+        let clean = crate::redact::redact(&text);
         let bar = ACTIVE.lock().ok().and_then(|b| b.clone());
         match bar {
-            Some(bar) => bar.suspend(|| std::io::stderr().write_all(buf))?,
-            None => std::io::stderr().write_all(buf)?,
+            Some(bar) => bar.suspend(|| std::io::stderr().write_all(clean.as_bytes()))?,
+            None => std::io::stderr().write_all(clean.as_bytes())?,
         }
         Ok(buf.len())
     }

@@ -13,7 +13,11 @@ impl Secret {
     /// Reads the variable; the error names the variable and the fix, never a value.
     pub fn from_env(var: &str, purpose: &str) -> Result<Secret, ConfigError> {
         match std::env::var(var) {
-            Ok(v) if !v.trim().is_empty() => Ok(Secret(v.trim().to_string())),
+            Ok(v) if !v.trim().is_empty() => {
+                // No log line shows it from now on, whoever writes the line.
+                crate::redact::remember(v.trim());
+                Ok(Secret(v.trim().to_string()))
+            }
             _ => Err(ConfigError::new(format!(
                 "Environment variable {var} is not set; it must hold {purpose}"
             ))),

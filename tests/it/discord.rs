@@ -302,6 +302,9 @@ async fn run_once_posts_embeds_to_channels_and_webhooks_and_disables_dead_ones()
     assert!(!list.contains(HOOK_TOKEN), "webhook tokens never printed");
 }
 
+/// The link-signing key the global-429 run is given.
+const SIGNING_KEY: &str = "trace-level-signing-key-0123456789abcdef";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_global_429_holds_back_every_webhook_for_its_retry_after() {
     let (api, mock) = spawn_discord().await;
@@ -331,10 +334,11 @@ async fn a_global_429_holds_back_every_webhook_for_its_retry_after() {
     let started = std::time::Instant::now();
     let mut logs = String::new();
     loop {
-        // At debug level, where the HTTP stack logs its requests: the webhook's token
-        // (plain or URL-encoded) must still appear nowhere.
+        // At trace level, where every dependency logs its requests: the webhook's token
+        // (plain or URL-encoded) and the signing key must still appear nowhere.
         let out = helpers::kdigest(&config_path, &["run", "--once", "--date", "2026-10-28"])
-            .env("RUST_LOG", "debug")
+            .env("RUST_LOG", "trace")
+            .env(kdigest::tokens::SECRET_ENV, SIGNING_KEY)
             .output()
             .unwrap();
         logs.push_str(&String::from_utf8_lossy(&out.stderr));
@@ -359,6 +363,14 @@ async fn a_global_429_holds_back_every_webhook_for_its_retry_after() {
     assert!(
         !logs.contains(HOOK_TOKEN) && !logs.contains(&HOOK_TOKEN[..24]),
         "the webhook token is never logged, at any level"
+    );
+    assert!(
+        logs.contains("TRACE"),
+        "the dependencies logged at trace level"
+    );
+    assert!(
+        !logs.contains(SIGNING_KEY),
+        "the signing key is never logged"
     );
     assert!(logs.contains("global rate limit"), "{logs}");
     let at = mock
