@@ -427,8 +427,9 @@ pub fn shorten_text(text: &str, over: usize) -> String {
 }
 
 /// Feed text inside DingTalk or WeCom markdown, which have no escape character: one line,
-/// and the characters that would start a link, a tag or a mention (`<@all>`) replaced by
-/// their full-width forms, which read the same.
+/// and the characters that would start a link, a tag, a mention (`<@all>`), emphasis or
+/// code replaced by their full-width forms, which read the same (`batch_size_sweep` came
+/// out in italics).
 pub fn plain_markdown(text: &str) -> String {
     let one_line: String = crate::text::collapse_whitespace(text)
         .chars()
@@ -437,10 +438,22 @@ pub fn plain_markdown(text: &str) -> String {
             ']' => '］',
             '<' => '＜',
             '>' => '＞',
-            c => c,
+            c => full_width_emphasis(c),
         })
         .collect();
     line_safe(one_line)
+}
+
+/// The full-width form of an emphasis or code marker (`*`, `_`, `~`, `` ` ``), which no
+/// markdown dialect reads as markup; any other character as it is.
+pub fn full_width_emphasis(c: char) -> char {
+    match c {
+        '*' => '＊',
+        '_' => '＿',
+        '~' => '～',
+        '`' => '｀',
+        c => c,
+    }
 }
 
 /// Text that may start a line without starting a heading, list, quote or rule: a leading
@@ -567,5 +580,97 @@ mod tests {
         assert_eq!(packed[0], vec!["aaaa".to_string(), "bb".into()]);
         assert!(packed[1][0].len() <= 10 && packed[1][0].ends_with('…'));
         assert_eq!(packed[2], vec!["dd".to_string()]);
+    }
+
+    /// Random feed text: markup characters of every dialect, letters, CJK, spaces and
+    /// line breaks (a seeded xorshift, so a failure names its case).
+    fn random_texts() -> impl Iterator<Item = String> {
+        const ALPHABET: &[char] = &[
+            '*', '_', '~', '`', '[', ']', '(', ')', '<', '>', '&', '#', '-', '+', '=', '|', '!',
+            '\\', '@', '.', '1', 'a', 'b', 'Z', '核', '函', ' ', ' ', '\n',
+        ];
+        let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        (0..2000).map(move |_| {
+            let len = (next() % 24) as usize;
+            (0..len)
+                .map(|_| ALPHABET[(next() % ALPHABET.len() as u64) as usize])
+                .collect()
+        })
+    }
+
+    /// Undoes the full-width markers and Feishu's entities, and drops the zero-width space
+    /// that keeps a line from starting a block: what a reader sees, as plain text.
+    fn as_read(escaped: &str) -> String {
+        let mut out = escaped.trim_start_matches('\u{200b}').to_string();
+        for (wide, ascii) in [
+            ('＊', '*'),
+            ('＿', '_'),
+            ('～', '~'),
+            ('｀', '`'),
+            ('［', '['),
+            ('］', ']'),
+            ('＜', '<'),
+            ('＞', '>'),
+        ] {
+            out = out.replace(wide, &ascii.to_string());
+        }
+        for c in ['<', '>', '[', ']', '*', '_', '~', '`', '\\'] {
+            out = out.replace(&format!("&#{};", c as u32), &c.to_string());
+        }
+        out.replace("&lt;", "<")
+            .replace("&gt;", ">")
+            .replace(&format!("&#{};", '&' as u32), "&")
+            .replace("&amp;", "&")
+    }
+
+    #[test]
+    fn no_feed_text_is_ever_markup_in_any_robot_dialect() {
+        use crate::channels::{feishu, slack};
+        for text in random_texts() {
+            let plain = crate::text::collapse_whitespace(&text);
+            // DingTalk and WeCom: no escape character, so no markup character at all.
+            let md = plain_markdown(&text);
+            assert!(
+                !md.contains(['[', ']', '<', '>', '*', '_', '~', '`', '\n']),
+                "{text:?} -> {md:?}"
+            );
+            assert!(
+                !md.starts_with(['#', '-', '+', '=', '|']),
+                "{text:?} -> {md:?}"
+            );
+            assert_eq!(as_read(&md), plain, "{text:?}");
+            // Feishu card markdown: entities.
+            let card = feishu::escape(&text);
+            assert!(
+                !card.contains(['[', ']', '<', '>', '*', '_', '~', '`', '\\', '\n']),
+                "{text:?} -> {card:?}"
+            );
+            assert!(
+                !card.starts_with(['#', '-', '+', '=', '|']),
+                "{text:?} -> {card:?}"
+            );
+            assert_eq!(as_read(&card), plain, "{text:?}");
+            // Slack mrkdwn: &, < and > as entities, the rest full-width.
+            let mrkdwn = slack::escape(&text);
+            assert!(
+                !mrkdwn.contains(['<', '>', '*', '_', '~', '`', '\n']),
+                "{text:?} -> {mrkdwn:?}"
+            );
+            assert!(
+                mrkdwn
+                    .match_indices('&')
+                    .all(|(i, _)| ["&amp;", "&lt;", "&gt;"]
+                        .iter()
+                        .any(|e| mrkdwn[i..].starts_with(e))),
+                "{text:?} -> {mrkdwn:?}"
+            );
+            assert_eq!(as_read(&mrkdwn), plain, "{text:?}");
+        }
     }
 }

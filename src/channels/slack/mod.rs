@@ -5,7 +5,8 @@
 //!
 //! Documented (api.slack.com): at most 50 blocks a message, 3,000 characters per section
 //! text, 150 per header; about one message a second per webhook (429 with Retry-After
-//! beyond); mrkdwn escapes `&`, `<` and `>` and nothing else; errors come as an HTTP status
+//! beyond); mrkdwn escapes `&`, `<` and `>` and nothing else (emphasis, strike and code
+//! markers in feed text become their full-width forms); errors come as an HTTP status
 //! with a short text body (`invalid_blocks`, `no_service`, `channel_is_archived`, ...).
 
 use std::time::Duration;
@@ -195,10 +196,14 @@ fn units(d: &Digest, t: &Locale, site: Option<&str>) -> Vec<Vec<Value>> {
 /// Slack's mrkdwn escaping: `&`, `<` and `>`, which also keeps feed text from forming
 /// `<!channel>` or `<@U…>` mentions.
 pub fn escape(text: &str) -> String {
+    // mrkdwn has no escape for emphasis, strike or code: their markers become full-width.
     crate::text::collapse_whitespace(text)
         .replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
+        .chars()
+        .map(robot::full_width_emphasis)
+        .collect()
 }
 
 /// The label of a `<url|label>` link: escaped, and without `|`, which would end it.
