@@ -165,6 +165,7 @@ pub async fn run(config: Config, mode: Mode, role: Role) -> anyhow::Result<()> {
             holder.clone(),
             ttl,
             shutdown_tx.clone(),
+            Some(DatabaseFile::of(&config.storage.path)),
         ))
     };
     spawn_signal_handler(shutdown_tx.clone());
@@ -191,6 +192,13 @@ pub async fn run(config: Config, mode: Mode, role: Role) -> anyhow::Result<()> {
         renewer.abort();
     }
     heartbeat.abort();
+    if DATABASE_GONE.load(std::sync::atomic::Ordering::Relaxed) {
+        store.close().await;
+        anyhow::bail!(
+            "The database file {} (storage.path) was deleted or replaced while kdigest ran; it stopped so that only one scheduler runs. Restore the file, or start kdigest again to begin a new database",
+            config.storage.path.display()
+        );
+    }
     store.release_lease(LEASE, &holder).await?;
     store.forget_instance(&holder).await?;
     store.close().await;
@@ -483,6 +491,8 @@ impl Scheduler<'_, '_> {
                         holder.to_string(),
                         ttl,
                         lost_tx.clone(),
+                        // Postgres: no file to watch.
+                        None,
                     );
                     // Duties end on shutdown or when the lease is lost, whichever is first.
                     let (duty_tx, duty_rx) = watch::channel(false);
@@ -753,18 +763,66 @@ fn spawn_signal_handler(shutdown: Arc<watch::Sender<bool>>) {
     });
 }
 
+/// Set when the database file went away under this process: `/healthz` fails from then
+/// on, and the daemon exits with an error once stopped.
+pub static DATABASE_GONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The SQLite file this process opened, by device and inode: the lease lives in that file,
+/// so when the file at `storage.path` is deleted or replaced, the lease this process renews
+/// no longer guards anything (a second daemon started on the path would find no lease in
+/// its new file and schedule too).
+struct DatabaseFile {
+    path: std::path::PathBuf,
+    identity: Option<(u64, u64)>,
+}
+
+impl DatabaseFile {
+    fn of(path: &std::path::Path) -> DatabaseFile {
+        DatabaseFile {
+            path: path.to_path_buf(),
+            identity: DatabaseFile::identity(path),
+        }
+    }
+
+    fn identity(path: &std::path::Path) -> Option<(u64, u64)> {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+    }
+
+    /// Why the file is no longer the one opened, if it is not.
+    fn gone(&self) -> Option<&'static str> {
+        match (self.identity, DatabaseFile::identity(&self.path)) {
+            (Some(_), None) => Some("deleted"),
+            (Some(opened), Some(now)) if opened != now => Some("replaced"),
+            _ => None,
+        }
+    }
+}
+
 /// Renews the lease at a third of its lifetime; losing it sends `lost` (on SQLite that is
-/// the shutdown signal: a process that lost the database's lease stops).
+/// the shutdown signal: a process that lost the database's lease stops). So does the
+/// database file being deleted or replaced under the running process.
 fn spawn_lease_renewal(
     store: Store,
     holder: String,
     ttl: i64,
     lost: Arc<watch::Sender<bool>>,
+    file: Option<DatabaseFile>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let period = Duration::from_secs((ttl / 3).max(1) as u64);
         loop {
             tokio::time::sleep(period).await;
+            if let Some((file, what)) = file.as_ref().and_then(|f| Some((f, f.gone()?))) {
+                tracing::error!(
+                    message = "The database file at storage.path was deleted or replaced while this daemon ran; stopping, so that a daemon started on the new file is the only scheduler. Restore the file or start kdigest again",
+                    path = %file.path.display(),
+                    what
+                );
+                DATABASE_GONE.store(true, std::sync::atomic::Ordering::Relaxed);
+                let _ = lost.send(true);
+                return;
+            }
             match store.try_lease(LEASE, &holder, ttl, Utc::now()).await {
                 Ok(true) => {}
                 Ok(false) => {

@@ -46,10 +46,15 @@ struct Monitor {
 
 /// 200 "ok", or 503 with one line per problem (a delivery worker down, a stuck outbox).
 async fn healthz(State(m): State<Monitor>) -> impl IntoResponse {
-    let problems = match &m.delivery {
+    let mut problems = match &m.delivery {
         Some(engine) => engine.problems().await,
         None => Vec::new(),
     };
+    if crate::daemon::DATABASE_GONE.load(std::sync::atomic::Ordering::Relaxed) {
+        problems.push(
+            "the database file (storage.path) was deleted or replaced; the scheduler lease cannot be kept and this daemon is stopping".into(),
+        );
+    }
     if problems.is_empty() {
         (StatusCode::OK, "ok\n".to_string())
     } else {

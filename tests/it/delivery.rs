@@ -532,6 +532,46 @@ async fn start_daemon(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_whose_database_file_is_deleted_stops_and_names_storage_path() {
+    // Deleted under a running daemon, the SQLite file takes the scheduler lease with it: a
+    // second daemon on the same path would schedule too. The first one stops instead.
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, _config, port) = start_daemon(dir.path(), "lease_secs = 5\n", &[]).await;
+    std::fs::remove_file(dir.path().join("kdigest.sqlite")).unwrap();
+    let client = reqwest::Client::new();
+    let started = Instant::now();
+    let mut unhealthy = None;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if let Ok(r) = client
+            .get(format!("http://127.0.0.1:{port}/healthz"))
+            .send()
+            .await
+            && r.status() == StatusCode::SERVICE_UNAVAILABLE
+        {
+            unhealthy = Some(r.text().await.unwrap());
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the daemon kept running on a deleted database"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    assert!(!status.success(), "{stderr}");
+    assert!(
+        stderr.contains("deleted or replaced") && stderr.contains("storage.path"),
+        "{stderr}"
+    );
+    if let Some(text) = unhealthy {
+        assert!(text.contains("storage.path"), "{text}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_daemon_serves_health_and_metrics_and_stops_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
     let (child, _config, port) = start_daemon(dir.path(), "log_format = \"json\"\n", &[]).await;
