@@ -347,25 +347,18 @@ impl Instance<'_> {
             Some(url) => self.telegram_bot(runs).map(|t| (t, url.clone())),
             None => None,
         };
-        let webhook_bot = match telegram {
-            Some((mut telegram, url)) => {
-                let ready = async {
-                    telegram.init().await?;
-                    telegram.use_webhook(&url).await
-                };
-                match ready.await {
-                    Ok(()) => {
-                        tracing::info!(message = "Telegram bot receiving commands by webhook", url = %url);
-                        Some(Arc::new(telegram))
-                    }
-                    Err(error) => {
-                        tracing::error!(message = "Cannot set up the Telegram webhook; the bot is off", error = %format!("{error:#}"));
-                        None
-                    }
-                }
-            }
-            None => None,
-        };
+        // The webhook route serves at once; Telegram calls it only after setWebhook, which
+        // is retried in the background: without DNS or with Telegram down, the site and the
+        // other channels come up, and /healthz names the bot until it is set up.
+        let webhook_bot = telegram.map(|(telegram, url)| {
+            let telegram = Arc::new(telegram);
+            tokio::spawn(set_up_telegram_webhook(
+                telegram.clone(),
+                url,
+                engine.clone(),
+            ));
+            telegram
+        });
         // Discord commands: the HTTP endpoint when a public key is set, else the gateway
         // (on the scheduler).
         let discord_bot = config.discord.public_key.is_some().then(|| {
@@ -761,6 +754,41 @@ fn spawn_signal_handler(shutdown: Arc<watch::Sender<bool>>) {
         tracing::info!(message = "Shutdown signal received");
         let _ = shutdown.send(true);
     });
+}
+
+/// Sets up the Telegram webhook (getMe, the command menu, setWebhook), retrying with backoff
+/// (30 s doubling to 10 min) until it works; `/healthz` names the bot meanwhile.
+async fn set_up_telegram_webhook(
+    bot: Arc<crate::channels::telegram::bot::TelegramBot>,
+    url: url::Url,
+    engine: Arc<Engine>,
+) {
+    const LINK: &str = "telegram bot";
+    let mut wait = Duration::from_secs(30);
+    loop {
+        let ready = async {
+            bot.init().await?;
+            bot.use_webhook(&url).await
+        };
+        match ready.await {
+            Ok(()) => {
+                engine.health().link_up(LINK);
+                tracing::info!(message = "Telegram bot receiving commands by webhook", url = %url);
+                return;
+            }
+            Err(error) => {
+                let error = crate::channels::telegram::redact_token(&format!("{error:#}"));
+                tracing::error!(message = "Cannot set up the Telegram webhook; retrying", wait_secs = wait.as_secs(), %error);
+                engine.health().link_down(
+                    LINK,
+                    &format!("webhook not set up (retrying with backoff): {error}"),
+                    Utc::now(),
+                );
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(Duration::from_secs(600));
+            }
+        }
+    }
 }
 
 /// Set when the database file went away under this process: `/healthz` fails from then

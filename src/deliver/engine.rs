@@ -919,6 +919,11 @@ impl Engine {
         capped.mul_f64(jitter)
     }
 
+    /// What `/healthz` reports; the daemon adds the platform links it keeps trying.
+    pub fn health(&self) -> &Health {
+        &self.health
+    }
+
     /// The email sender, when email delivery is on (the web sign-up shares it).
     pub fn mailer(&self) -> Option<Arc<crate::channels::email::EmailSender>> {
         match self.senders.get(&Channel::Email) {
@@ -937,6 +942,7 @@ impl Engine {
     pub async fn problems(&self) -> Vec<String> {
         let mut problems = self.health.workers_down();
         problems.extend(self.health.channels_paused(Utc::now()));
+        problems.extend(self.health.links_down());
         let now = Utc::now();
         let stale = |t: DateTime<Utc>| (now - t).to_std().unwrap_or_default() > STUCK_AFTER;
         if self.health.last_progress().is_none_or(stale) {

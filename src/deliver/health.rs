@@ -10,38 +10,41 @@ use chrono::{DateTime, Utc};
 
 use crate::subscriber::Channel;
 
+/// Named entries with a time and a text (what is down or paused, since or until when,
+/// and why), behind a lock that survives a panic.
+#[derive(Default)]
+struct Board(Mutex<BTreeMap<&'static str, (DateTime<Utc>, String)>>);
+
+impl Board {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<&'static str, (DateTime<Utc>, String)>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
 #[derive(Default)]
 pub struct Health {
     /// Channels whose worker is down: since when, and why.
-    down: Mutex<BTreeMap<&'static str, (DateTime<Utc>, String)>>,
+    down: Board,
     /// Channels paused by an outage (a relay that refuses or misses us): until when, and
     /// why.
-    paused: Mutex<BTreeMap<&'static str, (DateTime<Utc>, String)>>,
+    paused: Board,
+    /// Links to a platform that are down (the Telegram bot's webhook not set up): since
+    /// when, and why.
+    links: Board,
     /// When a delivery was last settled (unix ms; 0 before the first).
     last_progress_ms: AtomicI64,
 }
 
 impl Health {
-    fn down_map(
-        &self,
-    ) -> std::sync::MutexGuard<'_, BTreeMap<&'static str, (DateTime<Utc>, String)>> {
-        self.down.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn paused_map(
-        &self,
-    ) -> std::sync::MutexGuard<'_, BTreeMap<&'static str, (DateTime<Utc>, String)>> {
-        self.paused.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     pub fn paused(&self, channel: Channel, until: DateTime<Utc>, reason: &str) {
-        self.paused_map()
+        self.paused
+            .lock()
             .insert(channel.as_str(), (until, reason.to_string()));
     }
 
     /// One line per channel paused at `now`.
     pub fn channels_paused(&self, now: DateTime<Utc>) -> Vec<String> {
-        let mut paused = self.paused_map();
+        let mut paused = self.paused.lock();
         paused.retain(|_, (until, _)| *until > now);
         paused
             .iter()
@@ -54,12 +57,39 @@ impl Health {
             .collect()
     }
 
+    pub fn link_down(&self, name: &'static str, error: &str, now: DateTime<Utc>) {
+        self.links
+            .lock()
+            .entry(name)
+            .or_insert((now, String::new()))
+            .1 = error.to_string();
+    }
+
+    pub fn link_up(&self, name: &'static str) {
+        self.links.lock().remove(name);
+    }
+
+    /// One line per platform link that is down.
+    pub fn links_down(&self) -> Vec<String> {
+        self.links
+            .lock()
+            .iter()
+            .map(|(name, (since, error))| {
+                format!(
+                    "{name} down since {}: {error}",
+                    since.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                )
+            })
+            .collect()
+    }
+
     pub fn up(&self, channel: Channel) {
-        self.down_map().remove(channel.as_str());
+        self.down.lock().remove(channel.as_str());
     }
 
     pub fn down(&self, channel: Channel, error: &str, now: DateTime<Utc>) {
-        self.down_map()
+        self.down
+            .lock()
             .entry(channel.as_str())
             .or_insert((now, String::new()))
             .1 = error.to_string();
@@ -79,7 +109,8 @@ impl Health {
 
     /// One line per worker that is down.
     pub fn workers_down(&self) -> Vec<String> {
-        self.down_map()
+        self.down
+            .lock()
             .iter()
             .map(|(channel, (since, error))| {
                 format!(

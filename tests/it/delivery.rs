@@ -532,6 +532,56 @@ async fn start_daemon(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_comes_up_while_telegram_is_unreachable_and_healthz_names_the_bot() {
+    // Telegram's API at a port where nothing listens, as with no name resolution: the site
+    // serves, and the bot's webhook set-up is retried in the background.
+    let dead = crate::helpers::dead_port();
+    let dir = tempfile::tempdir().unwrap();
+    let extra = format!(
+        "[telegram]\napi_url = \"http://127.0.0.1:{dead}\"\ntoken_env = \"KDIGEST_TEST_DEAD_TG_TOKEN\"\nwebhook_url = \"https://digest.example.org/\"\n"
+    );
+    let (mut child, _config, port) = start_daemon(
+        dir.path(),
+        &extra,
+        &[(
+            "KDIGEST_TEST_DEAD_TG_TOKEN",
+            "123456:test-token-for-a-dead-api",
+        )],
+    )
+    .await;
+    let client = reqwest::Client::new();
+    let started = Instant::now();
+    let text = loop {
+        let r = client
+            .get(format!("http://127.0.0.1:{port}/healthz"))
+            .send()
+            .await
+            .unwrap();
+        let status = r.status();
+        let text = r.text().await.unwrap();
+        if status == StatusCode::SERVICE_UNAVAILABLE && text.contains("telegram bot down") {
+            break text;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{status} {text}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(text.contains("webhook not set up"), "{text}");
+    assert!(!text.contains("test-token-for-a-dead-api"), "{text}");
+    // The blog is served meanwhile.
+    let home = client
+        .get(format!("http://127.0.0.1:{port}/"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(home.status(), StatusCode::OK);
+    child.kill().unwrap();
+    let _ = child.wait();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_daemon_whose_database_file_is_deleted_stops_and_names_storage_path() {
     // Deleted under a running daemon, the SQLite file takes the scheduler lease with it: a
     // second daemon on the same path would schedule too. The first one stops instead.

@@ -211,11 +211,7 @@ async fn newsletters_arrive_as_multipart_with_list_headers_and_one_click_unsubsc
 async fn a_relay_outage_pauses_email_without_using_attempts_or_bouncing_anyone() {
     let feeds = spawn_feed_server().await;
     // A port with nothing listening: the relay is down.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = crate::helpers::dead_port();
     let dir = tempfile::tempdir().unwrap();
     let extra = format!(
         "[email]\nsmtp_host = \"127.0.0.1\"\nsmtp_port = {port}\ntls = \"none\"\n[delivery]\nmax_attempts = 2\nbackoff_base_secs = 0.2\nbackoff_max_secs = 0.5\n"

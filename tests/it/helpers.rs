@@ -205,6 +205,15 @@ pub fn fixture_config(feeds_base: &str, dir: &std::path::Path, extra: &str) -> C
     config
 }
 
+/// A loopback port where nothing listens (bound, then let go).
+pub fn dead_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 /// Serves `app` on a free loopback port; returns `http://127.0.0.1:<port>`.
 pub async fn serve(app: Router) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

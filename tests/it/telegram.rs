@@ -382,7 +382,7 @@ async fn webhook_mode_accepts_signed_updates_only() {
         "",
     );
     let store = open_store(&config).await;
-    let mut bot = TelegramBot::new(
+    let bot = TelegramBot::new(
         kdigest::channels::telegram::api_bot(&config.telegram).unwrap(),
         store,
         Arc::new(config.clone()),

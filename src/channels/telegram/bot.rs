@@ -40,7 +40,9 @@ pub struct TelegramBot {
     /// Renderers per language, built once rather than for every /digest.
     renders: crate::deliver::RenderCache,
     runs: Option<RunTrigger>,
-    username: Option<String>,
+    /// Learned by `init` (getMe); set once, so a bot shared with the web routes can learn
+    /// it after they start.
+    username: std::sync::OnceLock<String>,
     /// Telegram's limits (30/s, one message per second per chat, slower in groups). The
     /// daemon shares the delivery engine's, so replies and digest deliveries to one chat
     /// are spaced together.
@@ -67,7 +69,7 @@ impl TelegramBot {
             cooldowns,
             renders,
             runs,
-            username: None,
+            username: std::sync::OnceLock::new(),
             limits,
         }
     }
@@ -106,13 +108,15 @@ impl TelegramBot {
     }
 
     /// Learns the bot's username (for `/cmd@name` in groups) and registers the menu.
-    pub async fn init(&mut self) -> anyhow::Result<()> {
+    pub async fn init(&self) -> anyhow::Result<()> {
         let me = self
             .bot
             .get_me()
             .await
             .map_err(|e| anyhow::anyhow!("getMe failed: {}", redact_token(&e.to_string())))?;
-        self.username = me.user.username.clone();
+        if let Some(name) = me.user.username.clone() {
+            let _ = self.username.set(name);
+        }
         if let Err(error) = self.register_commands().await {
             tracing::warn!(message = "Cannot register the command menu", %error);
         }
@@ -143,7 +147,7 @@ impl TelegramBot {
 
     /// Long polling until shutdown. Each update is handled on its own; one failing update
     /// is logged and skipped.
-    pub async fn poll(mut self, mut shutdown: watch::Receiver<bool>) -> anyhow::Result<()> {
+    pub async fn poll(self, mut shutdown: watch::Receiver<bool>) -> anyhow::Result<()> {
         // A network blip or a bad token at start must not end the bot silently.
         while let Err(error) = self.init().await {
             tracing::error!(message = "Telegram bot cannot start; retrying in 30 s", error = %redact_token(&format!("{error:#}")));
@@ -220,7 +224,7 @@ impl TelegramBot {
 
     fn addressed_to_me(&self, text: &str) -> bool {
         let head = text.split_whitespace().next().unwrap_or("");
-        self.username.as_deref().is_some_and(|me| {
+        self.username.get().is_some_and(|me| {
             head.to_lowercase()
                 .ends_with(&format!("@{}", me.to_lowercase()))
         })
@@ -235,7 +239,7 @@ impl TelegramBot {
             return Ok(());
         };
         let layers = self.config.layer_names();
-        let command = match parse(text, self.username.as_deref(), &layers) {
+        let command = match parse(text, self.username.get().map(String::as_str), &layers) {
             Ok(Some(c)) => c,
             Ok(None) => return Ok(()),
             // In groups an unknown /command may be meant for another bot: answer it only when
