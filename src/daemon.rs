@@ -352,11 +352,11 @@ impl Instance<'_> {
         // other channels come up, and /healthz names the bot until it is set up.
         let webhook_bot = telegram.map(|(telegram, url)| {
             let telegram = Arc::new(telegram);
-            tokio::spawn(set_up_telegram_webhook(
-                telegram.clone(),
-                url,
-                engine.clone(),
-            ));
+            let (bot, engine) = (telegram.clone(), engine.clone());
+            let mut never = watch::channel(false).1;
+            tokio::spawn(
+                async move { set_up_telegram(&bot, Some(&url), &engine, &mut never).await },
+            );
             telegram
         });
         // Discord commands: the HTTP endpoint when a public key is set, else the gateway
@@ -538,8 +538,15 @@ impl Scheduler<'_, '_> {
                 .instance
                 .telegram_bot(self.runs.clone())
                 .map(|telegram| {
-                    tracing::info!(message = "Telegram bot polling for commands");
-                    tokio::spawn(telegram.poll(stop.clone()))
+                    let (engine, mut stop) = (engine.clone(), stop.clone());
+                    tokio::spawn(async move {
+                        // Up before polling: retried with backoff, named by /healthz.
+                        if !set_up_telegram(&telegram, None, &engine, &mut stop).await {
+                            return Ok(());
+                        }
+                        tracing::info!(message = "Telegram bot polling for commands");
+                        telegram.poll(stop).await
+                    })
                 }),
             Some(_) => None,
         };
@@ -756,35 +763,46 @@ fn spawn_signal_handler(shutdown: Arc<watch::Sender<bool>>) {
     });
 }
 
-/// Sets up the Telegram webhook (getMe, the command menu, setWebhook), retrying with backoff
-/// (30 s doubling to 10 min) until it works; `/healthz` names the bot meanwhile.
-async fn set_up_telegram_webhook(
-    bot: Arc<crate::channels::telegram::bot::TelegramBot>,
-    url: url::Url,
-    engine: Arc<Engine>,
-) {
+/// Sets up the Telegram bot (getMe, the command menu, and setWebhook when `webhook` is
+/// given), retrying with backoff (30 s doubling to 10 min) until it works: without DNS or
+/// with Telegram down, the rest of the daemon runs and `/healthz` names the bot meanwhile.
+/// False when stopped first.
+async fn set_up_telegram(
+    bot: &crate::channels::telegram::bot::TelegramBot,
+    webhook: Option<&url::Url>,
+    engine: &Engine,
+    stop: &mut watch::Receiver<bool>,
+) -> bool {
     const LINK: &str = "telegram bot";
     let mut wait = Duration::from_secs(30);
     loop {
         let ready = async {
             bot.init().await?;
-            bot.use_webhook(&url).await
+            match webhook {
+                Some(url) => bot.use_webhook(url).await,
+                None => Ok(()),
+            }
         };
         match ready.await {
             Ok(()) => {
                 engine.health().link_up(LINK);
-                tracing::info!(message = "Telegram bot receiving commands by webhook", url = %url);
-                return;
+                if let Some(url) = webhook {
+                    tracing::info!(message = "Telegram bot receiving commands by webhook", url = %url);
+                }
+                return true;
             }
             Err(error) => {
                 let error = crate::channels::telegram::redact_token(&format!("{error:#}"));
-                tracing::error!(message = "Cannot set up the Telegram webhook; retrying", wait_secs = wait.as_secs(), %error);
+                tracing::error!(message = "Telegram bot cannot start; retrying", wait_secs = wait.as_secs(), %error);
                 engine.health().link_down(
                     LINK,
-                    &format!("webhook not set up (retrying with backoff): {error}"),
+                    &format!("not set up (retrying with backoff): {error}"),
                     Utc::now(),
                 );
-                tokio::time::sleep(wait).await;
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => {}
+                    _ = stop.wait_for(|stop| *stop) => return false,
+                }
                 wait = (wait * 2).min(Duration::from_secs(600));
             }
         }

@@ -534,11 +534,16 @@ async fn start_daemon(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_daemon_comes_up_while_telegram_is_unreachable_and_healthz_names_the_bot() {
     // Telegram's API at a port where nothing listens, as with no name resolution: the site
-    // serves, and the bot's webhook set-up is retried in the background.
+    // serves, and the bot's set-up is retried in the background, in both command modes.
+    comes_up_with_telegram_unreachable("webhook_url = \"https://digest.example.org/\"\n").await;
+    comes_up_with_telegram_unreachable("").await;
+}
+
+async fn comes_up_with_telegram_unreachable(mode: &str) {
     let dead = crate::helpers::dead_port();
     let dir = tempfile::tempdir().unwrap();
     let extra = format!(
-        "[telegram]\napi_url = \"http://127.0.0.1:{dead}\"\ntoken_env = \"KDIGEST_TEST_DEAD_TG_TOKEN\"\nwebhook_url = \"https://digest.example.org/\"\n"
+        "[telegram]\napi_url = \"http://127.0.0.1:{dead}\"\ntoken_env = \"KDIGEST_TEST_DEAD_TG_TOKEN\"\n{mode}"
     );
     let (mut child, _config, port) = start_daemon(
         dir.path(),
@@ -564,11 +569,14 @@ async fn the_daemon_comes_up_while_telegram_is_unreachable_and_healthz_names_the
         }
         assert!(
             started.elapsed() < Duration::from_secs(10),
-            "{status} {text}"
+            "{mode}: {status} {text}"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    assert!(text.contains("webhook not set up"), "{text}");
+    assert!(
+        text.contains("not set up (retrying with backoff)"),
+        "{mode}: {text}"
+    );
     assert!(!text.contains("test-token-for-a-dead-api"), "{text}");
     // The blog is served meanwhile.
     let home = client

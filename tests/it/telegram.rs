@@ -57,8 +57,10 @@ fn bot_config(
 async fn poll_until_settled(config: &kdigest::config::Config, store: &Store, mock: &Mock) {
     let bot = kdigest::channels::telegram::api_bot(&config.telegram).unwrap();
     let (tx, rx) = tokio::sync::watch::channel(false);
-    let handle =
-        tokio::spawn(TelegramBot::new(bot, store.clone(), Arc::new(config.clone()), None).poll(rx));
+    let telegram = TelegramBot::new(bot, store.clone(), Arc::new(config.clone()), None);
+    // As the daemon does: set up (getMe, the command menu), then poll.
+    telegram.init().await.unwrap();
+    let handle = tokio::spawn(telegram.poll(rx));
     settle(mock).await;
     tx.send(true).unwrap();
     handle.await.unwrap().unwrap();

@@ -145,17 +145,9 @@ impl TelegramBot {
         Ok(())
     }
 
-    /// Long polling until shutdown. Each update is handled on its own; one failing update
-    /// is logged and skipped.
+    /// Long polling until shutdown, after `init` has succeeded (the daemon retries it with
+    /// backoff). Each update is handled on its own; one failing update is logged and skipped.
     pub async fn poll(self, mut shutdown: watch::Receiver<bool>) -> anyhow::Result<()> {
-        // A network blip or a bad token at start must not end the bot silently.
-        while let Err(error) = self.init().await {
-            tracing::error!(message = "Telegram bot cannot start; retrying in 30 s", error = %redact_token(&format!("{error:#}")));
-            tokio::select! {
-                _ = tokio::time::sleep(std::time::Duration::from_secs(30)) => {}
-                _ = shutdown.wait_for(|stop| *stop) => return Ok(()),
-            }
-        }
         // A webhook left from webhook mode would make getUpdates fail.
         if let Err(error) = self.bot.delete_webhook().await {
             tracing::warn!(message = "deleteWebhook failed", error = %redact_token(&error.to_string()));
