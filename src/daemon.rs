@@ -550,32 +550,35 @@ impl Scheduler<'_, '_> {
                 }),
             Some(_) => None,
         };
-        let gateway = (config.discord.public_key.is_none() && Secret::from_env(&config.discord.token_env, "").is_ok()).then(|| {
+        let discord_token = Secret::from_env(&config.discord.token_env, "").is_ok();
+        let gateway = (config.discord.public_key.is_none() && discord_token).then(|| {
             tracing::info!(message = "Discord bot connecting to the gateway");
-            let (config, store, mut stop) = (Arc::new(config.clone()), store.clone(), stop.clone());
-            tokio::spawn(async move {
-                // Reconnect after failures (network, Discord outages) until stopped.
-                while !*stop.borrow() {
-                    if let Err(error) = crate::channels::discord::bot::run_gateway(config.clone(), store.clone(), stop.clone()).await {
-                        tracing::error!(message = "Discord gateway failed; reconnecting in 60 s", error = %format!("{error:#}"));
-                    }
-                    tokio::select! {
-                        _ = tokio::time::sleep(Duration::from_secs(60)) => {}
-                        _ = stop.wait_for(|stop| *stop) => {}
-                    }
-                }
-                Ok::<(), anyhow::Error>(())
-            })
+            let (config, store, engine, stop) = (
+                Arc::new(config.clone()),
+                store.clone(),
+                engine.clone(),
+                stop.clone(),
+            );
+            tokio::spawn(keep_discord_gateway(config, store, engine, stop))
         });
-        if config.discord.register_commands
-            && Secret::from_env(&config.discord.token_env, "").is_ok()
-        {
+        if config.discord.register_commands && discord_token {
             // In the background: a slow Discord must not hold up the scheduler.
-            let config = config.clone();
+            let (config, engine, mut stop) = (config.clone(), engine.clone(), stop.clone());
             tokio::spawn(async move {
-                if let Err(error) = crate::channels::discord::bot::register_commands(&config).await
-                {
-                    tracing::error!(message = "Cannot register the Discord slash commands", error = %format!("{error:#}"));
+                const LINK: &str = "discord commands";
+                let mut backoff = Backoff::default();
+                loop {
+                    match crate::channels::discord::bot::register_commands(&config).await {
+                        Ok(()) => return engine.health().link_up(LINK),
+                        Err(error) => {
+                            let wait = backoff.next();
+                            tracing::error!(message = "Cannot register the Discord slash commands; retrying", wait_secs = wait.as_secs(), error = %format!("{error:#}"));
+                            engine.health().link_down(LINK, &format!("slash commands not registered (retrying with backoff): {error:#}"), Utc::now());
+                            if !sleep_unless_stopped(wait, &mut stop).await {
+                                return;
+                            }
+                        }
+                    }
                 }
             });
         }
@@ -764,9 +767,8 @@ fn spawn_signal_handler(shutdown: Arc<watch::Sender<bool>>) {
 }
 
 /// Sets up the Telegram bot (getMe, the command menu, and setWebhook when `webhook` is
-/// given), retrying with backoff (30 s doubling to 10 min) until it works: without DNS or
-/// with Telegram down, the rest of the daemon runs and `/healthz` names the bot meanwhile.
-/// False when stopped first.
+/// given), retrying with backoff until it works: without DNS or with Telegram down, the rest
+/// of the daemon runs and `/healthz` names the bot meanwhile. False when stopped first.
 async fn set_up_telegram(
     bot: &crate::channels::telegram::bot::TelegramBot,
     webhook: Option<&url::Url>,
@@ -774,7 +776,7 @@ async fn set_up_telegram(
     stop: &mut watch::Receiver<bool>,
 ) -> bool {
     const LINK: &str = "telegram bot";
-    let mut wait = Duration::from_secs(30);
+    let mut backoff = Backoff::default();
     loop {
         let ready = async {
             bot.init().await?;
@@ -792,6 +794,7 @@ async fn set_up_telegram(
                 return true;
             }
             Err(error) => {
+                let wait = backoff.next();
                 let error = crate::channels::telegram::redact_token(&format!("{error:#}"));
                 tracing::error!(message = "Telegram bot cannot start; retrying", wait_secs = wait.as_secs(), %error);
                 engine.health().link_down(
@@ -799,13 +802,96 @@ async fn set_up_telegram(
                     &format!("not set up (retrying with backoff): {error}"),
                     Utc::now(),
                 );
-                tokio::select! {
-                    _ = tokio::time::sleep(wait) => {}
-                    _ = stop.wait_for(|stop| *stop) => return false,
+                if !sleep_unless_stopped(wait, stop).await {
+                    return false;
                 }
-                wait = (wait * 2).min(Duration::from_secs(600));
             }
         }
+    }
+}
+
+/// Keeps the Discord gateway connected until stopped: each failure (no DNS, Discord down,
+/// a session that ends) is retried with backoff, and `/healthz` names the gateway until a
+/// session is ready again.
+async fn keep_discord_gateway(
+    config: Arc<Config>,
+    store: Store,
+    engine: Arc<Engine>,
+    mut stop: watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    const LINK: &str = "discord gateway";
+    let mut backoff = Backoff::default();
+    while !*stop.borrow() {
+        let ready = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let on_session = {
+            let (engine, ready) = (engine.clone(), ready.clone());
+            Box::new(move |session: Result<(), String>| match session {
+                Ok(()) => {
+                    ready.store(true, std::sync::atomic::Ordering::Relaxed);
+                    engine.health().link_up(LINK);
+                }
+                // serenity reconnects on its own from here (every 5 s).
+                Err(reason) => engine.health().link_down(
+                    LINK,
+                    &format!("not connected (retrying): {reason}"),
+                    Utc::now(),
+                ),
+            })
+        };
+        let ended = crate::channels::discord::bot::run_gateway(
+            config.clone(),
+            store.clone(),
+            on_session,
+            stop.clone(),
+        )
+        .await;
+        if *stop.borrow() {
+            break;
+        }
+        if ready.load(std::sync::atomic::Ordering::Relaxed) {
+            // A session that worked: the next failure starts the backoff over.
+            backoff = Backoff::default();
+        }
+        let wait = backoff.next();
+        let error = match ended {
+            Ok(()) => "the session ended".to_string(),
+            Err(error) => format!("{error:#}"),
+        };
+        tracing::error!(message = "Discord gateway not connected; retrying", wait_secs = wait.as_secs(), %error);
+        engine.health().link_down(
+            LINK,
+            &format!("not connected (retrying with backoff): {error}"),
+            Utc::now(),
+        );
+        if !sleep_unless_stopped(wait, &mut stop).await {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Waits between attempts to reach a platform: 30 s, doubling to 10 min.
+struct Backoff(Duration);
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff(Duration::from_secs(30))
+    }
+}
+
+impl Backoff {
+    fn next(&mut self) -> Duration {
+        let wait = self.0;
+        self.0 = (self.0 * 2).min(Duration::from_secs(600));
+        wait
+    }
+}
+
+/// Sleeps for `wait`; false when stopped first.
+async fn sleep_unless_stopped(wait: Duration, stop: &mut watch::Receiver<bool>) -> bool {
+    tokio::select! {
+        _ = tokio::time::sleep(wait) => true,
+        _ = stop.wait_for(|stop| *stop) => false,
     }
 }
 

@@ -21,6 +21,7 @@ use crate::deliver::engine::Engine;
 use crate::metrics::Metrics;
 
 pub mod account;
+pub mod admission;
 pub mod archive;
 pub mod blog;
 pub mod feedback;
@@ -267,8 +268,9 @@ pub struct ServeLimits {
     /// A connection is closed after this, gracefully (the request in progress finishes):
     /// idle keep-alive connections cannot pile up.
     pub lifetime: std::time::Duration,
-    /// Connections open at once; beyond it new ones are closed at once, so idle clients
-    /// cannot use up the file descriptors `/healthz` needs.
+    /// Connections open at once (lowered to fit the open-file limit with a reserve); at
+    /// the cap a new connection closes the oldest idle one ([`admission`]), so idle clients
+    /// cannot lock `/healthz` out.
     pub max_connections: usize,
 }
 
@@ -293,42 +295,67 @@ pub async fn serve_with(
     use hyper_util::rt::{TokioIo, TokioTimer};
     use tower::ServiceExt as _;
 
-    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
+    let cap = admission::connection_cap(limits.max_connections, admission::raise_fd_limit());
+    if cap < limits.max_connections {
+        tracing::warn!(
+            message = "daemon.max_connections lowered to keep file descriptors in reserve; raise the open-file limit (ulimit -n) to allow more",
+            configured = limits.max_connections,
+            cap
+        );
+    }
+    let connections = admission::Connections::new(cap);
     let (closing, _) = tokio::sync::watch::channel(false);
     let mut refused_logged_at: Option<tokio::time::Instant> = None;
+    let mut warn_once_a_minute = |message: &str| {
+        if refused_logged_at.is_none_or(|t| t.elapsed() > std::time::Duration::from_secs(60)) {
+            tracing::warn!(message, cap);
+            refused_logged_at = Some(tokio::time::Instant::now());
+        }
+    };
     tokio::pin!(shutdown);
     loop {
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
                 Err(error) => {
-                    // Out of file descriptors, or a connection reset before accept: wait a
-                    // moment rather than spin.
-                    tracing::warn!(message = "Cannot accept a connection", %error);
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    // Out of file descriptors (used elsewhere too): close the oldest idle
+                    // connection and accept again; otherwise (a connection reset before
+                    // accept, or nothing to close) wait a moment rather than spin.
+                    let out_of_files = matches!(error.raw_os_error(), Some(libc::EMFILE | libc::ENFILE));
+                    if !(out_of_files && connections.evict_oldest_idle()) {
+                        tracing::warn!(message = "Cannot accept a connection", %error);
+                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    }
                     continue;
                 }
             },
             _ = &mut shutdown => break,
         };
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
-            if refused_logged_at.is_none_or(|t| t.elapsed() > std::time::Duration::from_secs(60)) {
-                tracing::warn!(
-                    message = "Too many connections; new ones are closed (daemon.max_connections)",
-                    max = limits.max_connections
+        let admitted = match connections.admit() {
+            Ok(admitted) => admitted,
+            Err(_) => {
+                warn_once_a_minute(
+                    "Every connection is serving a request; a new one is closed (daemon.max_connections)",
                 );
-                refused_logged_at = Some(tokio::time::Instant::now());
+                drop(stream);
+                continue;
             }
-            drop(stream);
-            continue;
         };
         let router = router.clone();
+        let connection_state = admitted.clone();
         let service = hyper::service::service_fn(
             move |mut request: axum::http::Request<hyper::body::Incoming>| {
                 request
                     .extensions_mut()
                     .insert(axum::extract::ConnectInfo(peer));
-                router.clone().oneshot(request)
+                // Busy until the response is ready: never chosen to make room meanwhile.
+                let serving = connection_state.serving();
+                let response = router.clone().oneshot(request);
+                async move {
+                    let response = response.await;
+                    drop(serving);
+                    response
+                }
             },
         );
         let mut close = closing.subscribe();
@@ -342,18 +369,20 @@ pub async fn serve_with(
                 _ = connection.as_mut() => true,
                 _ = tokio::time::sleep(limits.lifetime) => false,
                 _ = close.wait_for(|c| *c) => false,
+                _ = admitted.evicted() => false,
             };
             if !finished {
+                // Idle connections close at once; a response being written finishes.
                 connection.as_mut().graceful_shutdown();
                 let _ = tokio::time::timeout(std::time::Duration::from_secs(5), connection).await;
             }
-            drop(slot);
+            drop(admitted);
         });
     }
     // Stop taking requests; those in progress finish (bounded by the daemon's grace).
     closing.send_replace(true);
-    let _ = slots
-        .acquire_many(u32::try_from(limits.max_connections).unwrap_or(u32::MAX))
-        .await;
+    while connections.open() > 0 {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     Ok(())
 }

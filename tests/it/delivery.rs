@@ -499,6 +499,16 @@ async fn start_daemon(
     extra: &str,
     env: &[(&str, &str)],
 ) -> (std::process::Child, std::path::PathBuf, u16) {
+    start_daemon_with(dir, extra, env, |_| {}).await
+}
+
+/// [`start_daemon`], with `adjust` applied to the command before it is spawned.
+async fn start_daemon_with(
+    dir: &Path,
+    extra: &str,
+    env: &[(&str, &str)],
+    adjust: impl FnOnce(&mut Command),
+) -> (std::process::Child, std::path::PathBuf, u16) {
     let config = binary_config(dir);
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -513,6 +523,7 @@ async fn start_daemon(
     for (k, v) in env {
         command.env(k, v);
     }
+    adjust(&mut command);
     let child = command.spawn().unwrap();
     let client = reqwest::Client::new();
     let started = Instant::now();
@@ -532,26 +543,58 @@ async fn start_daemon(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_daemon_comes_up_while_telegram_is_unreachable_and_healthz_names_the_bot() {
-    // Telegram's API at a port where nothing listens, as with no name resolution: the site
-    // serves, and the bot's set-up is retried in the background, in both command modes.
-    comes_up_with_telegram_unreachable("webhook_url = \"https://digest.example.org/\"\n").await;
-    comes_up_with_telegram_unreachable("").await;
+async fn the_daemon_comes_up_while_the_platforms_are_unreachable_and_healthz_names_them() {
+    // The platforms' APIs at a port where nothing listens, as with no name resolution: the
+    // site serves, and each link is retried in the background, in every command mode.
+    let webhook = "webhook_url = \"https://digest.example.org/\"\n";
+    let telegram = (
+        "telegram bot down since",
+        "not set up (retrying with backoff)",
+    );
+    comes_up_with_platforms_unreachable(webhook, &[telegram]).await;
+    comes_up_with_platforms_unreachable(
+        "",
+        &[
+            telegram,
+            (
+                "discord gateway down since",
+                "not connected (retrying with backoff)",
+            ),
+            (
+                "discord commands down since",
+                "slash commands not registered (retrying with backoff)",
+            ),
+        ],
+    )
+    .await;
 }
 
-async fn comes_up_with_telegram_unreachable(mode: &str) {
+/// Starts the daemon with Telegram (in `telegram_mode`) and, without a webhook, the
+/// Discord gateway pointed at a dead port; waits for `/healthz` to name every link in
+/// `down`, each "retrying with backoff", with no token in sight.
+async fn comes_up_with_platforms_unreachable(telegram_mode: &str, down: &[(&str, &str)]) {
     let dead = crate::helpers::dead_port();
     let dir = tempfile::tempdir().unwrap();
+    let discord = if telegram_mode.is_empty() {
+        format!(
+            "[discord]\napi_url = \"http://127.0.0.1:{dead}\"\ntoken_env = \"KDIGEST_TEST_DEAD_DC_TOKEN\"\napplication_id = 42\n"
+        )
+    } else {
+        String::new()
+    };
     let extra = format!(
-        "[telegram]\napi_url = \"http://127.0.0.1:{dead}\"\ntoken_env = \"KDIGEST_TEST_DEAD_TG_TOKEN\"\n{mode}"
+        "[telegram]\napi_url = \"http://127.0.0.1:{dead}\"\ntoken_env = \"KDIGEST_TEST_DEAD_TG_TOKEN\"\n{telegram_mode}{discord}"
     );
     let (mut child, _config, port) = start_daemon(
         dir.path(),
         &extra,
-        &[(
-            "KDIGEST_TEST_DEAD_TG_TOKEN",
-            "123456:test-token-for-a-dead-api",
-        )],
+        &[
+            (
+                "KDIGEST_TEST_DEAD_TG_TOKEN",
+                "123456:test-token-for-a-dead-api",
+            ),
+            ("KDIGEST_TEST_DEAD_DC_TOKEN", "discord-token-for-a-dead-api"),
+        ],
     )
     .await;
     let client = reqwest::Client::new();
@@ -564,20 +607,27 @@ async fn comes_up_with_telegram_unreachable(mode: &str) {
             .unwrap();
         let status = r.status();
         let text = r.text().await.unwrap();
-        if status == StatusCode::SERVICE_UNAVAILABLE && text.contains("telegram bot down") {
+        let named = |(link, reason): &(&str, &str)| {
+            text.lines()
+                .any(|line| line.starts_with(link) && line.contains(reason))
+        };
+        if status == StatusCode::SERVICE_UNAVAILABLE && down.iter().all(named) {
             break text;
         }
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "{mode}: {status} {text}"
-        );
+        if started.elapsed() > Duration::from_secs(10) {
+            child.kill().unwrap();
+            let mut stderr = String::new();
+            std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+            panic!("{telegram_mode}: {status} {text}\n{stderr}");
+        }
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    assert!(
-        text.contains("not set up (retrying with backoff)"),
-        "{mode}: {text}"
+    assert_eq!(
+        text.matches("(retrying with backoff)").count(),
+        down.len(),
+        "{text}"
     );
-    assert!(!text.contains("test-token-for-a-dead-api"), "{text}");
+    assert!(!text.contains("for-a-dead-api"), "{text}");
     // The blog is served meanwhile.
     let home = client
         .get(format!("http://127.0.0.1:{port}/"))
@@ -585,8 +635,30 @@ async fn comes_up_with_telegram_unreachable(mode: &str) {
         .await
         .unwrap();
     assert_eq!(home.status(), StatusCode::OK);
-    child.kill().unwrap();
-    let _ = child.wait();
+    // And the links retrying in the background do not hold up a graceful stop.
+    let status = stop_with_sigterm(&mut child).await;
+    assert!(status.success(), "{telegram_mode}: {status}");
+}
+
+/// Sends SIGTERM and waits up to 30 s for the daemon to exit (it is killed, and the test
+/// fails, past that).
+async fn stop_with_sigterm(child: &mut std::process::Child) -> std::process::ExitStatus {
+    let kill = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let signalled = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if signalled.elapsed() > Duration::from_secs(30) {
+            child.kill().unwrap();
+            panic!("still running 30 s after SIGTERM");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -729,22 +801,7 @@ async fn shutdown_is_bounded_even_when_the_discord_gateway_cannot_connect() {
     .await;
     // Let the gateway start trying.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let kill = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(kill.success());
-    let signalled = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if signalled.elapsed() > Duration::from_secs(30) {
-            child.kill().unwrap();
-            panic!("still running 30 s after SIGTERM with a 2 s grace period");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let status = stop_with_sigterm(&mut child).await;
     assert!(status.success(), "exit 0 after the grace period: {status}");
     let out = kdigest(&config, &["status"]).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -800,6 +857,70 @@ async fn idle_and_half_sent_connections_are_cut_off_and_healthz_stays_reachable(
         .status();
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_clients_past_the_cap_or_the_file_limit_give_way_and_healthz_answers() {
+    // Past daemon.max_connections: 8 slots, 20 clients that connect and say nothing.
+    healthz_answers_behind_idle_clients("max_connections = 8\n", None, 20).await;
+    // Past the open-file limit: 256 descriptors (soft and hard), the default cap of 512
+    // and 400 idle clients; the cap is lowered to keep a reserve.
+    healthz_answers_behind_idle_clients("", Some(256), 400).await;
+}
+
+/// Starts the daemon (header timeout long enough not to cut anyone), opens `idle` silent
+/// connections, then asks `/healthz`: it must answer, and the oldest idle connection
+/// must have been closed to make room.
+async fn healthz_answers_behind_idle_clients(extra: &str, fd_limit: Option<u64>, idle: usize) {
+    use std::io::Read;
+    use std::os::unix::process::CommandExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let extra = format!("header_timeout_secs = 60\nconnection_lifetime_secs = 300\n{extra}");
+    let (mut child, _config, port) = start_daemon_with(dir.path(), &extra, &[], |command| {
+        if let Some(limit) = fd_limit {
+            // SAFETY: setrlimit is async-signal-safe; nothing else runs before exec.
+            unsafe {
+                command.pre_exec(move || {
+                    let limit = libc::rlimit {
+                        rlim_cur: limit,
+                        rlim_max: limit,
+                    };
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+    })
+    .await;
+    let mut clients: Vec<std::net::TcpStream> = (0..idle)
+        .map(|_| std::net::TcpStream::connect(("127.0.0.1", port)).unwrap())
+        .collect();
+    let health = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap()
+        .get(format!("http://127.0.0.1:{port}/healthz"))
+        .send()
+        .await
+        .unwrap_or_else(|e| {
+            panic!("{extra} {fd_limit:?}: /healthz unreachable behind {idle} idle clients: {e}")
+        });
+    assert_eq!(health.status(), 200, "{extra} {fd_limit:?}");
+    let oldest = &mut clients[0];
+    oldest
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut buf = [0u8; 16];
+    match oldest.read(&mut buf) {
+        Ok(0) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        other => panic!("the oldest idle client is still connected: {other:?}"),
+    }
+    drop(clients);
+    child.kill().unwrap();
+    let _ = child.wait();
 }
 
 /// A reader with their own hour: the delivery is planned due at their next local time

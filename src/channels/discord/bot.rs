@@ -408,10 +408,44 @@ pub async fn register_commands(config: &Config) -> anyhow::Result<()> {
 /// form so both paths share one mapping.
 struct GatewayHandler {
     bot: Arc<DiscordBot>,
+    /// Told of each change of the session: `Ok(())` when it is ready (the daemon marks the
+    /// link up), `Err(reason)` when serenity is (re)connecting on its own.
+    on_session: SessionCallback,
 }
+
+/// See [`GatewayHandler::on_session`].
+pub type SessionCallback = Box<dyn Fn(Result<(), String>) + Send + Sync>;
 
 #[serenity::async_trait]
 impl serenity::client::EventHandler for GatewayHandler {
+    async fn ready(
+        &self,
+        _ctx: serenity::client::Context,
+        _ready: serenity::model::gateway::Ready,
+    ) {
+        tracing::info!(message = "Discord gateway session ready");
+        (self.on_session)(Ok(()));
+    }
+
+    async fn resume(
+        &self,
+        _ctx: serenity::client::Context,
+        _event: serenity::model::event::ResumedEvent,
+    ) {
+        (self.on_session)(Ok(()));
+    }
+
+    async fn shard_stage_update(
+        &self,
+        _ctx: serenity::client::Context,
+        event: serenity::gateway::ShardStageUpdateEvent,
+    ) {
+        use serenity::gateway::ConnectionStage;
+        if event.new != ConnectionStage::Connected {
+            (self.on_session)(Err(format!("session {:?}", event.new).to_lowercase()));
+        }
+    }
+
     async fn interaction_create(
         &self,
         ctx: serenity::client::Context,
@@ -459,19 +493,30 @@ pub fn gateway_json(interaction: &serenity::model::application::Interaction) -> 
     Some(value)
 }
 
-/// Connects to the gateway (no privileged intents: slash commands need none) until shutdown.
+/// Connects to the gateway (no privileged intents: slash commands need none) until shutdown;
+/// `on_ready` is called each time a session is ready. The gateway's address is asked of
+/// `discord.api_url` when set (tests), as for every other call.
 pub async fn run_gateway(
     config: Arc<Config>,
     store: Store,
+    on_session: SessionCallback,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
     let token = Secret::from_env(&config.discord.token_env, "the Discord bot token")?;
+    let http = client(&config.discord, token.expose());
+    // Asked here, not left to serenity: when the API cannot be reached, serenity falls back
+    // to the default gateway address and retries every 5 s without end or error, which the
+    // daemon could neither back off from nor name in /healthz.
+    let gateway = http.get_bot_gateway().await.map_err(|e| {
+        anyhow::anyhow!("cannot get the gateway address: {}", super::send::classify(e))
+    })?;
+    on_session(Err(format!("connecting to {}", gateway.url)));
     let bot = Arc::new(DiscordBot::new(store, config));
-    let mut client = serenity::Client::builder(
-        token.expose(),
+    let mut client = serenity::client::ClientBuilder::new_with_http(
+        http,
         serenity::model::gateway::GatewayIntents::empty(),
     )
-    .event_handler(GatewayHandler { bot })
+    .event_handler(GatewayHandler { bot, on_session })
     .await?;
     let shards = client.shard_manager.clone();
     tokio::spawn(async move {
