@@ -89,14 +89,23 @@ pub fn parse_feed(
     if looks_like_html(trimmed) {
         return Err(ParseError::HtmlPage);
     }
-    let body = repair_encoding(bytes);
+    let body = drop_misplaced_declarations(repair_encoding(bytes));
     // An empty id tells us the entry had no guid; we then derive our own stable key.
     let parser = feed_rs::parser::Builder::new()
         .id_generator(|_, _, _| String::new())
         .build();
-    let feed = parser
-        .parse(body.as_ref())
-        .map_err(|e| ParseError::Invalid(e.to_string()))?;
+    // A panic in the XML stack is a bug there, but it must cost one source, not the fetch
+    // task: it becomes this feed's error (found by the fuzzer, benches/fuzz).
+    let parsed =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| parser.parse(body.as_ref())))
+            .map_err(|_| {
+                ParseError::Invalid(
+                    "the XML parser gave up on this body (a fault in the parser, not a reason to \
+             change the source); the source is retried at the next run"
+                        .into(),
+                )
+            })?;
+    let feed = parsed.map_err(|e| ParseError::Invalid(e.to_string()))?;
     let mut items: Vec<Item> = feed
         .entries
         .into_iter()
@@ -175,6 +184,51 @@ pub fn repair_encoding(bytes: &[u8]) -> Cow<'_, [u8]> {
         None => {
             let (text, _, _) = encoding_rs::WINDOWS_1252.decode(bytes);
             Cow::Owned(text.into_owned().into_bytes())
+        }
+    }
+}
+
+/// Removes XML declarations (`<?xml ...?>`) found after the start of the document, outside
+/// CDATA sections and comments. XML allows one, first; feeds glued together by a CMS carry
+/// more, and a second one that names an encoding makes quick-xml panic (it cannot switch
+/// encodings mid-stream). Without them the entries parse.
+fn drop_misplaced_declarations(body: Cow<'_, [u8]>) -> Cow<'_, [u8]> {
+    fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+        hay.windows(needle.len()).position(|w| w == needle)
+    }
+    let is_declaration = |at: &[u8]| {
+        at.starts_with(b"<?xml")
+            && at
+                .get(5)
+                .is_some_and(|b| b.is_ascii_whitespace() || *b == b'?')
+    };
+    let start = body.len() - trim_ascii_start(&body).len();
+    let mut pos = start + usize::from(is_declaration(&body[start..]));
+    let mut kept: Option<Vec<u8>> = None;
+    let mut copied = 0;
+    while let Some(lt) = body[pos..].iter().position(|b| *b == b'<') {
+        let at = pos + lt;
+        let rest = &body[at..];
+        let skip_to = |close: &[u8]| find(rest, close).map_or(body.len(), |i| at + i + close.len());
+        pos = if rest.starts_with(b"<![CDATA[") {
+            skip_to(b"]]>")
+        } else if rest.starts_with(b"<!--") {
+            skip_to(b"-->")
+        } else if is_declaration(rest) {
+            let end = skip_to(b"?>");
+            let out = kept.get_or_insert_with(|| Vec::with_capacity(body.len()));
+            out.extend_from_slice(&body[copied..at]);
+            copied = end;
+            end
+        } else {
+            at + 1
+        };
+    }
+    match kept {
+        None => body,
+        Some(mut out) => {
+            out.extend_from_slice(&body[copied..]);
+            Cow::Owned(out)
         }
     }
 }
@@ -435,6 +489,40 @@ mod tests {
         let again = parse_feed(xml.as_bytes(), &source(SourceKind::Blog), Utc::now()).unwrap();
         let again: BTreeSet<String> = again.into_iter().map(|i| i.key).collect();
         assert_eq!(keys, again.iter().map(String::as_str).collect());
+    }
+
+    #[test]
+    fn a_second_xml_declaration_is_dropped_and_the_entries_parse() {
+        // Found by the fuzzer: a declaration naming an encoding inside the document made
+        // quick-xml panic. One in CDATA is text and stays.
+        let entry = |n: u32, text: &str| {
+            format!(
+                "<item><title>Kernel fusion {n}</title><link>https://example.org/{n}</link><description>{text}</description></item>"
+            )
+        };
+        let xml = format!(
+            "\u{feff} <?xml version=\"1.0\" encoding=\"UTF-8\"?><rss version=\"2.0\"><channel><title>t</title>{}<?xml version=\"1.0\" encoding=\"windows-1251\"?>{}<!-- <?xml version=\"1.0\"?> -->{}</channel></rss>",
+            entry(1, "plain"),
+            entry(
+                2,
+                "<![CDATA[<?xml version=\"1.0\" encoding=\"koi8-r\"?> in a sample]]>"
+            ),
+            entry(3, "plain"),
+        );
+        let items = parse_feed(xml.as_bytes(), &source(SourceKind::Blog), Utc::now()).unwrap();
+        assert_eq!(items.len(), 3);
+        let kept = drop_misplaced_declarations(Cow::Borrowed(xml.as_bytes()));
+        let kept = String::from_utf8_lossy(&kept);
+        assert!(!kept.contains("windows-1251"), "{kept}");
+        for stays in ["encoding=\"UTF-8\"", "encoding=\"koi8-r\"", "<!-- <?xml"] {
+            assert!(kept.contains(stays), "{stays}: {kept}");
+        }
+        // Where nothing is misplaced, the body is not copied.
+        let clean = b"<?xml version=\"1.0\"?><rss/>".as_slice();
+        assert!(matches!(
+            drop_misplaced_declarations(Cow::Borrowed(clean)),
+            Cow::Borrowed(_)
+        ));
     }
 
     #[test]

@@ -14,6 +14,7 @@ mod faults;
 mod feedback;
 mod fixture_day;
 mod followup;
+mod fuzz;
 mod helpers;
 mod llm;
 mod llm_guard;
