@@ -160,8 +160,9 @@ async fn bench_fan_out(server: &str, instances: usize) -> Option<()> {
     let dir = tempfile::tempdir().unwrap();
     let feeds = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/feeds");
     let config_text = format!(
-        "{}\n[delivery.webhook]\nper_sec = 100000.0\nper_destination_per_sec = 10.0\nconcurrency = 256\n",
+        "{}\n{}[delivery.webhook]\nper_sec = 100000.0\nper_destination_per_sec = 10.0\nconcurrency = 256\n",
         kdigest::demo::DEMO_CONFIG.replace("{base}", &format!("file://{}", feeds.display())),
+        common::LOOPBACK_RECEIVERS,
     );
     let config_path = dir.path().join("config.toml");
     std::fs::write(&config_path, &config_text).unwrap();

@@ -14,6 +14,9 @@
 //! 3. Many subscribers behind one host: 2,000 at `per_destination_per_sec = 200` against a
 //!    receiver that answers 429 past 200 requests in any second (target >= 190/s), and 100
 //!    at the default 10/s (target <= 11 s).
+//! 4. `-- --kill9 [RUNS]` (not in the default run): SIGKILL at random moments of the
+//!    10,000-destination fan-out, then a second run: nothing lost, repeats only of the
+//!    messages in flight, with their first delivery id.
 
 mod common;
 
@@ -32,6 +35,8 @@ use kdigest::subscriber::Address;
 
 const DESTINATIONS: usize = 10_000;
 const PAUSE_SECS: u64 = 60;
+/// `delivery.webhook.concurrency` in every scenario.
+const CONCURRENCY: usize = 256;
 
 /// The receiver process: arrivals per path, with the paused destination (if any)
 /// answering 429 for [`PAUSE_SECS`] after its first request.
@@ -43,12 +48,15 @@ struct Receiver {
     window: common::SlidingWindow,
     rejected: std::sync::atomic::AtomicUsize,
     arrivals: Mutex<HashMap<usize, Vec<Instant>>>,
+    /// The delivery ids (X-Kdigest-Delivery) each destination was sent.
+    ids: Mutex<HashMap<usize, Vec<String>>>,
     first_429: Mutex<Option<Instant>>,
 }
 
 async fn receive(
     State(r): State<Arc<Receiver>>,
     Path(i): Path<usize>,
+    headers: axum::http::HeaderMap,
     // Read, as a real receiver does (an unread body makes the server close the connection).
     _body: axum::body::Bytes,
 ) -> Response {
@@ -61,6 +69,12 @@ async fn receive(
         return (StatusCode::TOO_MANY_REQUESTS, [(header::RETRY_AFTER, "1")]).into_response();
     }
     r.arrivals.lock().unwrap().entry(i).or_default().push(now);
+    let id = headers
+        .get(kdigest::channels::webhook::send::DELIVERY_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    r.ids.lock().unwrap().entry(i).or_default().push(id);
     if Some(i) == r.paused {
         let mut first = r.first_429.lock().unwrap();
         let since = *first.get_or_insert(now);
@@ -105,8 +119,16 @@ async fn stats(State(r): State<Arc<Receiver>>) -> axum::Json<serde_json::Value> 
             })
             .count()
     });
+    // A repeat that carries another delivery id than the first copy: the receiver could not
+    // drop it (none expected).
+    let ids = r.ids.lock().unwrap();
+    let repeats_with_another_id = ids
+        .values()
+        .filter(|v| v.iter().any(|id| id.is_empty() || *id != v[0]))
+        .count();
     axum::Json(serde_json::json!({
         "destinations": arrivals.len(),
+        "repeats_with_another_id": repeats_with_another_id,
         "duplicates": duplicates,
         "others_first_ms": others.iter().copied().min().map(ms),
         "others_last_ms": others.iter().copied().max().map(ms),
@@ -132,6 +154,7 @@ fn run_receiver(paused: Option<usize>, limit: Option<usize>) {
             window: Default::default(),
             rejected: Default::default(),
             arrivals: Mutex::new(HashMap::new()),
+            ids: Mutex::new(HashMap::new()),
             first_429: Mutex::new(None),
         });
         let app = Router::new()
@@ -168,14 +191,8 @@ struct Scenario {
     per_destination: Option<f64>,
 }
 
-fn one_run(scenario: Scenario) -> Run {
-    let Scenario {
-        destinations,
-        one_host,
-        paused,
-        limit,
-        per_destination,
-    } = scenario;
+/// Starts the receiver process (this binary with `--receiver`); returns it and its port.
+fn start_receiver(paused: Option<usize>, limit: Option<usize>) -> (std::process::Child, u16) {
     let mut receiver = Command::new(std::env::current_exe().unwrap())
         .arg("--receiver")
         .arg(paused.map_or("none".to_string(), |p| p.to_string()))
@@ -189,31 +206,34 @@ fn one_run(scenario: Scenario) -> Run {
         &mut line,
     )
     .unwrap();
-    let port: u16 = line.trim().parse().unwrap();
+    (receiver, line.trim().parse().unwrap())
+}
 
-    let dir = tempfile::tempdir().unwrap();
+/// A configuration and store in `dir` with `destinations` webhook readers of everything
+/// pointing at the receiver on `port`; returns the configuration's path.
+fn prepare(dir: &std::path::Path, scenario: &Scenario, port: u16) -> std::path::PathBuf {
     let feeds = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/feeds");
-    let db = dir.path().join("bench.sqlite");
+    let db = dir.join("bench.sqlite");
     let config_text = format!(
-        "{}\n[storage]\npath = \"{}\"\n[delivery.webhook]\nper_sec = 100000.0\nconcurrency = 256\n{}",
+        "{}\n[storage]\npath = \"{}\"\n{}[delivery.webhook]\nper_sec = 100000.0\nconcurrency = {CONCURRENCY}\n{}",
         kdigest::demo::DEMO_CONFIG.replace("{base}", &format!("file://{}", feeds.display())),
         db.display(),
-        per_destination.map_or(String::new(), |p| format!(
+        common::LOOPBACK_RECEIVERS,
+        scenario.per_destination.map_or(String::new(), |p| format!(
             "per_destination_per_sec = {p:.1}\n"
         ))
     );
-    let config_path = dir.path().join("config.toml");
+    let config_path = dir.join("config.toml");
     std::fs::write(&config_path, config_text).unwrap();
-
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     rt.block_on(async {
         let store = Store::open(&db).await.unwrap();
-        let addresses: Vec<Address> = (0..destinations)
+        let addresses: Vec<Address> = (0..scenario.destinations)
             .map(|i| {
-                let host = if one_host {
+                let host = if scenario.one_host {
                     "127.0.0.1".into()
                 } else {
                     host(i)
@@ -224,26 +244,45 @@ fn one_run(scenario: Scenario) -> Run {
         common::add_readers_of_everything(&store, &addresses).await;
         store.close().await;
     });
+    config_path
+}
 
-    let t = Instant::now();
-    let status = Command::new(env!("CARGO_BIN_EXE_kdigest"))
+/// `kdigest run --once` of the fixture day, not yet waited for.
+fn spawn_run(config_path: &std::path::Path) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_kdigest"))
         .arg("--config")
-        .arg(&config_path)
+        .arg(config_path)
         .args(["run", "--once", "--date", "2026-10-28"])
         .env("KDIGEST_WEBHOOK_SECRET", "bench-secret")
         .env("RUST_LOG", "error")
-        .status()
+        .spawn()
+        .unwrap()
+}
+
+fn receiver_stats(port: u16) -> serde_json::Value {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
         .unwrap();
-    let wall_s = t.elapsed().as_secs_f64();
-    assert!(status.success(), "kdigest run --once failed: {status}");
-    let stats: serde_json::Value = rt.block_on(async {
+    rt.block_on(async {
         reqwest::get(format!("http://127.0.0.1:{port}/stats"))
             .await
             .unwrap()
             .json()
             .await
             .unwrap()
-    });
+    })
+}
+
+fn one_run(scenario: Scenario) -> Run {
+    let (mut receiver, port) = start_receiver(scenario.paused, scenario.limit);
+    let dir = tempfile::tempdir().unwrap();
+    let config_path = prepare(dir.path(), &scenario, port);
+    let t = Instant::now();
+    let status = spawn_run(&config_path).wait().unwrap();
+    let wall_s = t.elapsed().as_secs_f64();
+    assert!(status.success(), "kdigest run --once failed: {status}");
+    let stats = receiver_stats(port);
     receiver.kill().unwrap();
     let _ = receiver.wait();
     let first = stats["others_first_ms"].as_f64().unwrap();
@@ -257,6 +296,69 @@ fn one_run(scenario: Scenario) -> Run {
     }
 }
 
+/// `-- --kill9 [RUNS]`: RUNS times, a 10,000-destination fan-out whose `run --once` is
+/// killed with SIGKILL at a random moment (seeded), then run again to the end. Target: 0
+/// lost; repeats only of messages in flight at the kill (at most `concurrency`), each with
+/// the delivery id of its first copy.
+fn kill9_runs(runs: usize) {
+    let mut state: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let (mut lost, mut repeats, mut most_repeats, mut foreign_ids) = (0, 0, 0, 0);
+    for run in 1..=runs {
+        let scenario = Scenario {
+            destinations: DESTINATIONS,
+            one_host: false,
+            paused: None,
+            limit: None,
+            per_destination: None,
+        };
+        let (mut receiver, port) = start_receiver(None, None);
+        let dir = tempfile::tempdir().unwrap();
+        let config_path = prepare(dir.path(), &scenario, port);
+        // Anywhere from the pipeline (before any delivery) to the end of the fan-out (the
+        // steady run takes about 4 s in all).
+        let kill_at = Duration::from_millis(200 + next() % 4_000);
+        let mut victim = spawn_run(&config_path);
+        std::thread::sleep(kill_at);
+        let finished_first = victim.try_wait().unwrap().is_some();
+        let _ = victim.kill(); // SIGKILL
+        let _ = victim.wait();
+        let before = receiver_stats(port)["destinations"].as_u64().unwrap_or(0);
+        let status = spawn_run(&config_path).wait().unwrap();
+        assert!(
+            status.success(),
+            "run {run}: the second run --once failed: {status}"
+        );
+        let stats = receiver_stats(port);
+        receiver.kill().unwrap();
+        let _ = receiver.wait();
+        let reached = stats["destinations"].as_u64().unwrap() as usize;
+        let dup = stats["duplicates"].as_u64().unwrap() as usize;
+        let another = stats["repeats_with_another_id"].as_u64().unwrap() as usize;
+        lost += DESTINATIONS - reached;
+        repeats += dup;
+        most_repeats = most_repeats.max(dup);
+        foreign_ids += another;
+        println!(
+            "  kill -9 run {run}: killed at {:.2} s{}, {before} reached before the kill; after the second run: reached {reached}, repeats {dup}, repeats with another delivery id {another}",
+            kill_at.as_secs_f64(),
+            if finished_first {
+                " (it had already finished)"
+            } else {
+                ""
+            },
+        );
+    }
+    println!(
+        "webhooks, kill -9 at random moments of a {DESTINATIONS}-destination fan-out, {runs} runs: lost {lost} (target 0); repeats {repeats} in all, at most {most_repeats} in one run (target <= {CONCURRENCY}, the requests in flight); repeats with another delivery id {foreign_ids} (target 0)"
+    );
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "--test") {
@@ -267,6 +369,9 @@ fn main() {
             args.get(i + 1).and_then(|p| p.parse().ok()),
             args.get(i + 2).and_then(|p| p.parse().ok()),
         );
+    }
+    if let Some(i) = args.iter().position(|a| a == "--kill9") {
+        return kill9_runs(args.get(i + 1).and_then(|n| n.parse().ok()).unwrap_or(20));
     }
     let many = |paused| Scenario {
         destinations: DESTINATIONS,

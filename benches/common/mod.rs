@@ -26,6 +26,11 @@ pub fn config(dir: &std::path::Path, extra: &str) -> kdigest::config::Config {
     c
 }
 
+/// TOML for configurations the benches hand to the binary: their receivers listen on
+/// loopback addresses, which kdigest refuses by default. Followed by `[delivery.*]` tables.
+#[allow(dead_code)]
+pub const LOOPBACK_RECEIVERS: &str = "[delivery]\nallow_private_networks = true\n";
+
 /// The store and the fixture day's digest (2026-10-28) for `config`.
 #[allow(dead_code)]
 pub async fn fixture(
