@@ -130,12 +130,24 @@ async fn bench_planning(server: &str) -> Option<()> {
 #[derive(Default)]
 struct Arrivals {
     per_path: Mutex<HashMap<usize, usize>>,
+    /// The delivery ids (X-Kdigest-Delivery) per destination, in arrival order.
+    ids: Mutex<HashMap<usize, Vec<String>>>,
     span: Mutex<Option<(Instant, Instant)>>,
 }
 
-async fn receive(State(a): State<Arc<Arrivals>>, Path(i): Path<usize>) -> StatusCode {
+async fn receive(
+    State(a): State<Arc<Arrivals>>,
+    Path(i): Path<usize>,
+    headers: axum::http::HeaderMap,
+) -> StatusCode {
     let now = Instant::now();
     *a.per_path.lock().unwrap().entry(i).or_default() += 1;
+    let id = headers
+        .get(kdigest::channels::webhook::send::DELIVERY_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    a.ids.lock().unwrap().entry(i).or_default().push(id);
     let mut span = a.span.lock().unwrap();
     let (first, _) = span.get_or_insert((now, now));
     *span = Some((*first, now));
@@ -147,8 +159,14 @@ fn host(i: usize) -> String {
     format!("127.0.{}.{}", i / 250, i % 250 + 1)
 }
 
-async fn bench_fan_out(server: &str, instances: usize) -> Option<()> {
-    let schema = Schema::create(server, &format!("fan{instances}")).await?;
+/// `run --once` of `instances` binaries on one schema; with `both`, every reader takes the
+/// daily and the weekly roll-up (two deliveries each, the daily first).
+async fn bench_fan_out(server: &str, instances: usize, both: bool) -> Option<()> {
+    let schema = Schema::create(
+        server,
+        &format!("fan{instances}{}", if both { "b" } else { "" }),
+    )
+    .await?;
     let arrivals = Arc::new(Arrivals::default());
     let app = Router::new()
         .route("/h/{i}", post(receive))
@@ -174,6 +192,10 @@ async fn bench_fan_out(server: &str, instances: usize) -> Option<()> {
         .map(|i| Address::parse(&format!("webhook:http://{}:{port}/h/{i}", host(i))).unwrap())
         .collect();
     common::add_readers_of_everything(&store, &addresses).await;
+    if both {
+        let day = chrono::Datelike::weekday(&kdigest::demo::demo_date());
+        common::set_cadence(&store, kdigest::subscriber::Cadence::Both(day)).await;
+    }
     let digest = kdigest::pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
         .await
         .unwrap();
@@ -210,6 +232,22 @@ async fn bench_fan_out(server: &str, instances: usize) -> Option<()> {
     let total: usize = per_path.values().sum();
     let rate = (total - 1) as f64 / last.duration_since(first).as_secs_f64();
     let counts = store.delivery_counts(digest.date).await.unwrap();
+    if both {
+        let received = arrivals.ids.lock().unwrap().clone();
+        let sids = common::subscriber_ids(&store, &addresses).await;
+        let (with_both, daily_first, repeats) =
+            common::check_both_editions(digest.date, &received, &sids);
+        println!(
+            "postgres fan-out, {instances} instance(s), {DESTINATIONS} readers of both editions: {total} deliveries in {:.1} s wall; {rate:.0} deliveries/s; readers with both editions {with_both} (target {DESTINATIONS}); the daily first for {daily_first} (target {DESTINATIONS}); repeats {repeats} (target 0); outbox sent {} pending {} failed {}",
+            wall.as_secs_f64(),
+            counts.sent,
+            counts.pending,
+            counts.failed
+        );
+        store.close().await;
+        schema.drop().await;
+        return Some(());
+    }
     println!(
         "postgres fan-out, {instances} instance(s): {DESTINATIONS} webhook destinations in {:.1} s wall; {rate:.0} deliveries/s (first to last arrival); reached {}, duplicates {}; outbox sent {} pending {} failed {}",
         wall.as_secs_f64(),
@@ -241,8 +279,8 @@ fn main() {
         if std::env::args().any(|a| a == "--planning-only") {
             return;
         }
-        for instances in [1, 3] {
-            bench_fan_out(&server, instances).await;
+        for (instances, both) in [(1, false), (3, false), (3, true)] {
+            bench_fan_out(&server, instances, both).await;
             tokio::time::sleep(Duration::from_secs(2)).await;
         }
     });

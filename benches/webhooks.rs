@@ -14,7 +14,9 @@
 //! 3. Many subscribers behind one host: 2,000 at `per_destination_per_sec = 200` against a
 //!    receiver that answers 429 past 200 requests in any second (target >= 190/s), and 100
 //!    at the default 10/s (target <= 11 s).
-//! 4. `-- --kill9 [RUNS]` (not in the default run): SIGKILL at random moments of the
+//! 4. 10,000 readers of both editions on their roll-up day (`-- --both` alone): every
+//!    reader gets the daily and the weekly roll-up, the daily first, no repeat.
+//! 5. `-- --kill9 [RUNS]` (not in the default run): SIGKILL at random moments of the
 //!    10,000-destination fan-out, then a second run: nothing lost, repeats only of the
 //!    messages in flight, with their first delivery id.
 
@@ -141,6 +143,11 @@ async fn stats(State(r): State<Arc<Receiver>>) -> axum::Json<serde_json::Value> 
     }))
 }
 
+/// The delivery ids each destination received, in arrival order.
+async fn ids(State(r): State<Arc<Receiver>>) -> axum::Json<HashMap<usize, Vec<String>>> {
+    axum::Json(r.ids.lock().unwrap().clone())
+}
+
 fn run_receiver(paused: Option<usize>, limit: Option<usize>) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -160,6 +167,7 @@ fn run_receiver(paused: Option<usize>, limit: Option<usize>) {
         let app = Router::new()
             .route("/h/{i}", post(receive))
             .route("/stats", get(stats))
+            .route("/ids", get(ids))
             .with_state(r);
         let listener = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();
         println!("{}", listener.local_addr().unwrap().port());
@@ -177,6 +185,11 @@ struct Run {
     others_span_ms: f64,
     stats: serde_json::Value,
     wall_s: f64,
+    /// The delivery ids each destination received, in arrival order.
+    ids: HashMap<usize, Vec<String>>,
+    /// The run's configuration and database.
+    dir: tempfile::TempDir,
+    port: u16,
 }
 
 /// One `run --once` against a receiver process.
@@ -189,6 +202,22 @@ struct Scenario {
     limit: Option<usize>,
     /// `delivery.webhook.per_destination_per_sec`; None: the default.
     per_destination: Option<f64>,
+    /// Every reader's cadence; None: daily.
+    cadence: Option<kdigest::subscriber::Cadence>,
+}
+
+impl Scenario {
+    /// [`DESTINATIONS`] readers, one host each, default limits, daily.
+    fn many() -> Scenario {
+        Scenario {
+            destinations: DESTINATIONS,
+            one_host: false,
+            paused: None,
+            limit: None,
+            per_destination: None,
+            cadence: None,
+        }
+    }
 }
 
 /// Starts the receiver process (this binary with `--receiver`); returns it and its port.
@@ -242,6 +271,9 @@ fn prepare(dir: &std::path::Path, scenario: &Scenario, port: u16) -> std::path::
             })
             .collect();
         common::add_readers_of_everything(&store, &addresses).await;
+        if let Some(cadence) = scenario.cadence {
+            common::set_cadence(&store, cadence).await;
+        }
         store.close().await;
     });
     config_path
@@ -259,19 +291,24 @@ fn spawn_run(config_path: &std::path::Path) -> std::process::Child {
         .unwrap()
 }
 
-fn receiver_stats(port: u16) -> serde_json::Value {
+/// GET `path` of the receiver on `port`, as JSON.
+fn receiver_json<T: serde::de::DeserializeOwned>(port: u16, path: &str) -> T {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     rt.block_on(async {
-        reqwest::get(format!("http://127.0.0.1:{port}/stats"))
+        reqwest::get(format!("http://127.0.0.1:{port}{path}"))
             .await
             .unwrap()
             .json()
             .await
             .unwrap()
     })
+}
+
+fn receiver_stats(port: u16) -> serde_json::Value {
+    receiver_json(port, "/stats")
 }
 
 fn one_run(scenario: Scenario) -> Run {
@@ -283,6 +320,7 @@ fn one_run(scenario: Scenario) -> Run {
     let wall_s = t.elapsed().as_secs_f64();
     assert!(status.success(), "kdigest run --once failed: {status}");
     let stats = receiver_stats(port);
+    let ids = receiver_json(port, "/ids");
     receiver.kill().unwrap();
     let _ = receiver.wait();
     let first = stats["others_first_ms"].as_f64().unwrap();
@@ -293,6 +331,9 @@ fn one_run(scenario: Scenario) -> Run {
         others_span_ms: last - first,
         stats,
         wall_s,
+        ids,
+        dir,
+        port,
     }
 }
 
@@ -310,13 +351,7 @@ fn kill9_runs(runs: usize) {
     };
     let (mut lost, mut repeats, mut most_repeats, mut foreign_ids) = (0, 0, 0, 0);
     for run in 1..=runs {
-        let scenario = Scenario {
-            destinations: DESTINATIONS,
-            one_host: false,
-            paused: None,
-            limit: None,
-            per_destination: None,
-        };
+        let scenario = Scenario::many();
         let (mut receiver, port) = start_receiver(None, None);
         let dir = tempfile::tempdir().unwrap();
         let config_path = prepare(dir.path(), &scenario, port);
@@ -359,6 +394,42 @@ fn kill9_runs(runs: usize) {
     );
 }
 
+/// `-- --both`: 10,000 readers of "both" on the fixture day's weekday: each gets the daily
+/// and the weekly roll-up, two deliveries with their own ids. Targets: every reader both
+/// editions, the daily first, no repeat; the rate counts deliveries (20,000).
+fn both_editions() {
+    let date = chrono::NaiveDate::from_ymd_opt(2026, 10, 28).unwrap();
+    let scenario = Scenario {
+        cadence: Some(kdigest::subscriber::Cadence::Both(
+            chrono::Datelike::weekday(&date),
+        )),
+        ..Scenario::many()
+    };
+    let run = one_run(scenario);
+    let port = run.port;
+    // Subscriber ids by destination, to name each edition's delivery id.
+    let addresses: Vec<Address> = (0..DESTINATIONS)
+        .map(|i| Address::parse(&format!("webhook:http://{}:{port}/h/{i}", host(i))).unwrap())
+        .collect();
+    let sids = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            let store = Store::open(&run.dir.path().join("bench.sqlite"))
+                .await
+                .unwrap();
+            let sids = common::subscriber_ids(&store, &addresses).await;
+            store.close().await;
+            sids
+        });
+    let (both, daily_first, repeats) = common::check_both_editions(date, &run.ids, &sids);
+    println!(
+        "webhooks, {DESTINATIONS} readers of both editions: {} deliveries in {:.1} s wall, {:.0}/s (first to last arrival); readers with both editions {both} (target {DESTINATIONS}); the daily first for {daily_first} (target {DESTINATIONS}); repeats {repeats} (target 0)",
+        run.stats["others"], run.wall_s, run.rate,
+    );
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "--test") {
@@ -374,12 +445,12 @@ fn main() {
         return kill9_runs(args.get(i + 1).and_then(|n| n.parse().ok()).unwrap_or(20));
     }
     let many = |paused| Scenario {
-        destinations: DESTINATIONS,
-        one_host: false,
         paused,
-        limit: None,
-        per_destination: None,
+        ..Scenario::many()
     };
+    if args.iter().any(|a| a == "--both") {
+        return both_editions();
+    }
     let steady = one_run(many(None));
     println!(
         "webhooks: {DESTINATIONS} destinations through `kdigest run --once` in {:.1} s; {:.0} deliveries/s (first to last arrival, {:.0} ms); duplicates {}; destinations reached {}",
@@ -414,6 +485,7 @@ fn main() {
         paused: None,
         limit: Some(200),
         per_destination: Some(200.0),
+        cadence: None,
     });
     println!(
         "webhooks, 2,000 subscribers behind one host allowing 200/s (per_destination_per_sec = 200): {:.1}/s (target >= 190/s) over {:.1} s; 429s provoked {}; duplicates {}; reached {}",
@@ -429,6 +501,7 @@ fn main() {
         paused: None,
         limit: None,
         per_destination: None,
+        cadence: None,
     });
     println!(
         "webhooks, 100 subscribers behind one host at the default 10/s: first to last arrival {:.2} s (target <= 11 s); duplicates {}; reached {}",
@@ -436,6 +509,7 @@ fn main() {
         default.stats["duplicates"],
         default.stats["destinations"]
     );
+    both_editions();
     println!(
         "webhooks: peak RSS of the bench process {:.0} MiB",
         common::peak_rss_mib()

@@ -162,3 +162,70 @@ impl SlidingWindow {
         true
     }
 }
+
+/// For readers of both editions: how many destinations got both (by delivery id), how many
+/// got the daily first, and how many copies repeated an id. `received` holds each
+/// destination's delivery ids in arrival order, `subscribers` its subscriber id.
+#[allow(dead_code)]
+pub fn check_both_editions(
+    date: chrono::NaiveDate,
+    received: &std::collections::HashMap<usize, Vec<String>>,
+    subscribers: &std::collections::HashMap<usize, i64>,
+) -> (usize, usize, usize) {
+    use kdigest::deliver::delivery_id;
+    use kdigest::subscriber::Edition;
+    let (mut both, mut daily_first, mut repeats) = (0, 0, 0);
+    for (i, ids) in received {
+        let sid = subscribers[i];
+        let daily = delivery_id(date, Edition::Daily, sid);
+        let weekly = delivery_id(date, Edition::Weekly, sid);
+        let distinct: std::collections::HashSet<&String> = ids.iter().collect();
+        repeats += ids.len() - distinct.len();
+        if distinct.contains(&daily) && distinct.contains(&weekly) {
+            both += 1;
+        }
+        if ids.first() == Some(&daily) {
+            daily_first += 1;
+        }
+    }
+    (both, daily_first, repeats)
+}
+
+/// Sets every active reader's cadence.
+#[allow(dead_code)]
+pub async fn set_cadence(store: &kdigest::store::Store, cadence: kdigest::subscriber::Cadence) {
+    let mut after = 0;
+    loop {
+        let page = store.active_subscribers_page(after, 5_000).await.unwrap();
+        let Some(last) = page.last() else { break };
+        after = last.id;
+        for mut s in page {
+            s.cadence = cadence;
+            store
+                .update_subscriber(&s, chrono::Utc::now())
+                .await
+                .unwrap();
+        }
+    }
+}
+
+/// Subscriber ids by destination index, for `addresses[i]`.
+#[allow(dead_code)]
+pub async fn subscriber_ids(
+    store: &kdigest::store::Store,
+    addresses: &[kdigest::subscriber::Address],
+) -> std::collections::HashMap<usize, i64> {
+    let page = store
+        .active_subscribers_page(0, addresses.len() as i64 * 2)
+        .await
+        .unwrap();
+    let by_address: std::collections::HashMap<String, i64> = page
+        .into_iter()
+        .map(|s| (s.address.to_string(), s.id))
+        .collect();
+    addresses
+        .iter()
+        .enumerate()
+        .map(|(i, a)| (i, by_address[&a.to_string()]))
+        .collect()
+}
