@@ -9,13 +9,13 @@
 //! says so and passes outside CI; under CI (CI set) it fails.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use base64::Engine as _;
 use serde_json::{Value, json};
 
-use crate::helpers::{kdigest, repo_root, write_file_config};
+use crate::helpers::{Process, kdigest, repo_root, write_file_config};
 use crate::smtp::{Mails, header, parts, spawn_smtp};
 
 const CHROMIUM: &str = "/usr/bin/chromium";
@@ -32,15 +32,6 @@ fn free_port() -> u16 {
 }
 
 /// Kills the child process when dropped, so a failing assertion leaves nothing running.
-struct Process(Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 struct Browser {
     http: reqwest::Client,
     session: String,
@@ -53,7 +44,7 @@ impl Browser {
     /// Starts ChromeDriver and a headless Chromium session 412 px wide (a phone).
     async fn start(shots: PathBuf) -> Browser {
         let port = free_port();
-        let driver = Process(
+        let driver = Process::new(
             Command::new(CHROMEDRIVER)
                 .arg(format!("--port={port}"))
                 .stdout(Stdio::null())
@@ -285,7 +276,7 @@ fn target_dir() -> PathBuf {
 
 /// The running daemon (`kdigest run`), serving the web pages on `port`.
 fn start_daemon(config: &Path, port: u16) -> Process {
-    let daemon = Process(
+    let daemon = Process::new(
         kdigest(config, &["run"])
             .env("KDIGEST_SECRET", "browser-test-key-0123456789abcdef")
             .stdout(Stdio::null())

@@ -21,7 +21,9 @@ use kdigest::pipeline;
 use kdigest::store::Store;
 use kdigest::subscriber::{Address, Status};
 
-use crate::helpers::{fixture_config, kdigest, open_store, spawn_feed_server, write_file_config};
+use crate::helpers::{
+    Process, fixture_config, kdigest, open_store, spawn_feed_server, write_file_config,
+};
 
 #[derive(Clone, Debug)]
 pub(crate) struct Received {
@@ -493,12 +495,13 @@ fn bad_schedule_exits_2_naming_the_key() {
 }
 
 /// Starts `kdigest run` on a fresh config with `extra` TOML, listening on a free port, and
-/// waits until /healthz answers. Returns the child (stderr piped) and the port.
+/// waits until /healthz answers. Returns the child (stderr piped; killed when dropped) and
+/// the port.
 async fn start_daemon(
     dir: &Path,
     extra: &str,
     env: &[(&str, &str)],
-) -> (std::process::Child, std::path::PathBuf, u16) {
+) -> (Process, std::path::PathBuf, u16) {
     start_daemon_with(dir, extra, env, |_| {}).await
 }
 
@@ -508,7 +511,7 @@ async fn start_daemon_with(
     extra: &str,
     env: &[(&str, &str)],
     adjust: impl FnOnce(&mut Command),
-) -> (std::process::Child, std::path::PathBuf, u16) {
+) -> (Process, std::path::PathBuf, u16) {
     let config = binary_config(dir);
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -524,7 +527,7 @@ async fn start_daemon_with(
         command.env(k, v);
     }
     adjust(&mut command);
-    let child = command.spawn().unwrap();
+    let child = Process::new(command.spawn().unwrap());
     let client = reqwest::Client::new();
     let started = Instant::now();
     while client
@@ -747,7 +750,7 @@ async fn the_daemon_serves_health_and_metrics_and_stops_on_sigterm() {
         .status()
         .unwrap();
     assert!(kill.success());
-    let out = child.wait_with_output().unwrap();
+    let out = child.into_inner().wait_with_output().unwrap();
     assert!(out.status.success(), "graceful exit on SIGTERM");
     let logs = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -855,7 +858,7 @@ async fn idle_and_half_sent_connections_are_cut_off_and_healthz_stays_reachable(
     let _ = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status();
-    let out = child.wait_with_output().unwrap();
+    let out = child.into_inner().wait_with_output().unwrap();
     assert!(out.status.success());
 }
 

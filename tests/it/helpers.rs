@@ -536,3 +536,40 @@ pub async fn run_until_idle(
         .await
         .unwrap();
 }
+
+/// A child process that is killed when dropped: a test that fails (panics) must not leave
+/// its daemon or driver running, holding ports and the harness's output open.
+pub struct Process(Option<std::process::Child>);
+
+impl Process {
+    pub fn new(child: std::process::Child) -> Process {
+        Process(Some(child))
+    }
+
+    /// The child, no longer killed on drop (to wait for its output).
+    pub fn into_inner(mut self) -> std::process::Child {
+        self.0.take().expect("a live child")
+    }
+}
+
+impl std::ops::Deref for Process {
+    type Target = std::process::Child;
+    fn deref(&self) -> &std::process::Child {
+        self.0.as_ref().expect("a live child")
+    }
+}
+
+impl std::ops::DerefMut for Process {
+    fn deref_mut(&mut self) -> &mut std::process::Child {
+        self.0.as_mut().expect("a live child")
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
