@@ -284,7 +284,7 @@ fn capitalised(clause: &str) -> String {
 
 /// The digest's headline, a sentence in the reader's language: the top releases by name (or
 /// the top event), then how many more releases, papers and posts the day has ("CUTLASS
-/// 5.0.0 与 triton v3.6.0 发布；另有 1 个版本发布、4 篇论文和 2 篇技术文章"). It is also the
+/// 5.0.0 与 Triton v3.6.0 发布；另有 1 个版本发布、4 篇论文和 2 篇技术文章"). It is also the
 /// email subject and the blog and feed title.
 pub fn headline(ordered: &[&DigestEvent], t: &Locale) -> String {
     let Some(top) = ordered.first() else {

@@ -154,6 +154,33 @@ fn separate_shared_guids(items: &mut [Item]) {
     }
 }
 
+/// The project's name for a release titled only by its version: the repository's name as
+/// the release notes write it ("Triton", "CUTLASS", "vLLM" for triton, cutlass, vllm), or
+/// as the repository spells it when the notes never name it.
+fn project_name<'a>(repo: &'a str, notes: &'a str) -> &'a str {
+    if repo.is_empty() || !repo.is_ascii() {
+        return repo;
+    }
+    let lower = notes.to_ascii_lowercase();
+    let wanted = repo.to_ascii_lowercase();
+    let word = |b: Option<&u8>| b.is_none_or(|b| !b.is_ascii_alphanumeric());
+    let mut from = 0;
+    while let Some(at) = lower[from..].find(&wanted) {
+        let start = from + at;
+        let end = start + wanted.len();
+        // `lower` has the same byte offsets as `notes`: only ASCII letters change case.
+        if word(start.checked_sub(1).and_then(|i| lower.as_bytes().get(i)))
+            && word(lower.as_bytes().get(end))
+            && notes.is_char_boundary(start)
+            && notes.is_char_boundary(end)
+        {
+            return &notes[start..end];
+        }
+        from = end;
+    }
+    repo
+}
+
 fn trim_ascii_start(bytes: &[u8]) -> &[u8] {
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     let start = bytes
@@ -300,7 +327,7 @@ fn to_item(entry: feed_rs::model::Entry, source: &SourceConfig, fetched_at: Date
     };
     let title = if kind == ItemKind::Release && is_bare_version(&title) {
         let repo = source.name.rsplit('/').next().unwrap_or(&source.name);
-        format!("{repo} {title}")
+        format!("{} {title}", project_name(repo, &text))
     } else {
         crate::text::truncate_chars(&title, MAX_TITLE_CHARS)
     };
@@ -489,6 +516,31 @@ mod tests {
         let again = parse_feed(xml.as_bytes(), &source(SourceKind::Blog), Utc::now()).unwrap();
         let again: BTreeSet<String> = again.into_iter().map(|i| i.key).collect();
         assert_eq!(keys, again.iter().map(String::as_str).collect());
+    }
+
+    #[test]
+    fn a_release_titled_by_its_version_takes_the_project_name_as_its_notes_write_it() {
+        assert_eq!(
+            project_name("triton", "Triton 3.6 is the first release"),
+            "Triton"
+        );
+        assert_eq!(
+            project_name("vllm", "Requires vllm-ascend; vLLM 0.12 ..."),
+            "vllm"
+        );
+        assert_eq!(
+            project_name("vllm", "Works with vLLM 0.12 and later"),
+            "vLLM"
+        );
+        assert_eq!(
+            project_name("cutlass", "CUTLASS 5.0 is a major release"),
+            "CUTLASS"
+        );
+        // A word containing the name is not the name; notes that never name it keep the
+        // repository's spelling.
+        assert_eq!(project_name("nccl", "see ncclx and NCCLs"), "nccl");
+        assert_eq!(project_name("speculators", "Bug fixes."), "speculators");
+        assert_eq!(project_name("triton", "Ünïcode before TRITON"), "TRITON");
     }
 
     #[test]

@@ -41,7 +41,7 @@ async fn sections_ranking_and_window_match_an_experts_reading() {
     assert_eq!(d.key_changes[0].title, "CUTLASS 5.0.0");
     let mut rest = titles(&d.key_changes[1..]);
     rest.sort();
-    assert_eq!(rest, vec!["PyTorch 2.10.0 Release", "triton v3.6.0"]);
+    assert_eq!(rest, vec!["PyTorch 2.10.0 Release", "Triton v3.6.0"]);
     assert!(d.key_changes.iter().all(|e| e.kind == ItemKind::Release));
     let papers = titles(&d.papers);
     assert_eq!(papers.len(), 4, "{papers:?}");
@@ -154,7 +154,7 @@ async fn calibration_patch_below_minor_and_application_papers_below_minimum() {
     assert!(score("PyTorch 2.9.1") < score("PyTorch 2.10.0"));
     assert!(score("CUTLASS 4.4.2") < score("CUTLASS 5.0.0"));
     assert!(
-        score("triton v3.6.0") > score("KernelArena"),
+        score("Triton v3.6.0") > score("KernelArena"),
         "a minor Triton release outranks a routine paper"
     );
     for irrelevant in ["Coastal Flood", "Multi-Organ Segmentation", "Robotics"] {
@@ -333,7 +333,7 @@ async fn breaking_and_behaviour_changes_lead_why_it_matters_and_name_the_watch_i
     // Incompatible Changes"; Triton's "Breaking changes" after its bug fixes.
     for (title, quoted) in [
         ("CUTLASS 5.0.0", "「Requires CUDA Toolkit 13.0 or newer"),
-        ("triton v3.6.0", "「Python 3.9 is no longer supported.」"),
+        ("Triton v3.6.0", "「Python 3.9 is no longer supported.」"),
         (
             "PyTorch 2.10.0",
             "「Python 3.9 is no longer supported. The minimum version",

@@ -72,7 +72,7 @@ fn the_second_day_links_what_continues_and_leaves_out_what_repeats() {
     assert!(events(&first).iter().all(|e| e.get("follow_up").is_none()));
     let paper = find(&first, "TileFlow").clone();
     let rfc = find(&first, "RFC").clone();
-    let release = find(&first, "triton v3.6.0").clone();
+    let release = find(&first, "Triton v3.6.0").clone();
     let rfc_watch = first["watchlist"]
         .as_array()
         .unwrap()
@@ -82,7 +82,7 @@ fn the_second_day_links_what_continues_and_leaves_out_what_repeats() {
         .expect("the RFC is on the first day's watch list");
 
     let second: Value = serde_json::from_str(&digest(&config, "2026-11-11", "json")).unwrap();
-    let code = find(&second, "tileflow v0.1.0");
+    let code = find(&second, "TileFlow v0.1.0");
     assert_eq!(code["follow_up"]["reason"], "code");
     assert_eq!(code["follow_up"]["event_id"], paper["id"]);
     assert_eq!(code["follow_up"]["date"], "2026-11-10");
@@ -108,7 +108,7 @@ fn the_second_day_links_what_continues_and_leaves_out_what_repeats() {
     );
     assert!(md.contains("Resolves that day's watch item:"), "{md}");
     assert!(
-        md.contains("Already reported with nothing new, left out: triton v3.6.0 (2026-11-10)"),
+        md.contains("Already reported with nothing new, left out: Triton v3.6.0 (2026-11-10)"),
         "{md}"
     );
     // The Telegram payloads are JSON; their HTML is what the reader sees.
@@ -160,7 +160,7 @@ fn the_weekly_roll_up_merges_each_story_across_its_days() {
     // merge, the release.
     let stories = events(&rollup);
     assert_eq!(stories.len(), 3, "{rollup:#}");
-    let code = find(&rollup, "tileflow v0.1.0");
+    let code = find(&rollup, "TileFlow v0.1.0");
     let paper = find(&first, "TileFlow");
     let urls: Vec<&str> = code["sources"]
         .as_array()
@@ -180,8 +180,8 @@ fn the_weekly_roll_up_merges_each_story_across_its_days() {
     let merged = find(&rollup, "merged into Triton main");
     assert_eq!(merged["sources"].as_array().unwrap().len(), 2);
     assert_eq!(
-        find(&rollup, "triton v3.6.0")["id"],
-        find(&first, "triton v3.6.0")["id"]
+        find(&rollup, "Triton v3.6.0")["id"],
+        find(&first, "Triton v3.6.0")["id"]
     );
     let numbers: Vec<u64> = stories.iter().map(|e| e["n"].as_u64().unwrap()).collect();
     assert_eq!(numbers, [1, 2, 3]);

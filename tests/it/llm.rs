@@ -80,7 +80,7 @@ async fn chat(
             &good("CUTLASS 5.0 让 CuTe DSL 成为主要接口，FP4 GEMM 最高比 cuBLAS 快 1.6 倍。"),
             "stop",
         )
-    } else if title.starts_with("triton") {
+    } else if title.starts_with("Triton") {
         StatusCode::INTERNAL_SERVER_ERROR.into_response()
     } else if title.starts_with("PyTorch 2.10") {
         reply("{\"summary\": \"not closed", "stop")
@@ -184,7 +184,7 @@ async fn bad_replies_fall_back_per_event_and_good_ones_are_cached() {
     );
     assert!(cuda.summary.contains("三十八行"));
     for (rejected, reason) in [
-        ("triton", "http"),
+        ("Triton", "http"),
         ("PyTorch 2.10", "json"),
         ("TileFuse", "number"),
         ("ShapeTrace", "link"),
@@ -221,7 +221,7 @@ async fn bad_replies_fall_back_per_event_and_good_ones_are_cached() {
         .join("");
     // The notes name each event that fell back, with its reason.
     assert!(md.contains("7 个事件改用抽取式摘要："), "{md}");
-    assert!(md.contains("triton v3.6.0（LLM API 出错）"), "{md}");
+    assert!(md.contains("Triton v3.6.0（LLM API 出错）"), "{md}");
     assert!(
         md.contains("CUTLASS 4.4.2（拒绝：含原文没有的数字）"),
         "{md}"
