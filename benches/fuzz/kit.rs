@@ -44,7 +44,7 @@ pub struct Target {
 /// A target's run: the input in, the outcome's shape out.
 pub type Run = Box<dyn Fn(&[u8]) -> u64>;
 
-pub const TARGETS: &[&str] = &["feed", "render", "config", "command"];
+pub const TARGETS: &[&str] = &["feed", "render", "config", "command", "llm-reply"];
 
 /// The target called `name`, its seeds read from the repository.
 pub fn target(name: &str) -> Option<Target> {
@@ -53,6 +53,7 @@ pub fn target(name: &str) -> Option<Target> {
         "render" => render(),
         "config" => config(),
         "command" => command(),
+        "llm-reply" => llm_reply(),
         _ => return None,
     })
 }
@@ -708,6 +709,118 @@ fn command() -> Target {
                     shape_of(&[3, bad.problem.len() as u64, bad.usage.is_some() as u64])
                 }
             }
+        }),
+    }
+}
+
+const REPLY_TOKENS: &[&str] = &[
+    "{",
+    "}",
+    "[",
+    "]",
+    "\"",
+    ":",
+    ",",
+    "null",
+    "true",
+    "1e309",
+    "-0",
+    "\\u0000",
+    "\\ud800",
+    "\"summary\"",
+    "\"why_it_matters\"",
+    "\"brief\"",
+    "\"watch\"",
+    "\"extra\"",
+    "```json\n",
+    "```",
+    "https://evil.example/x",
+    "www.example.org",
+    "evil.example",
+    "[link](https://x.test)",
+    "http://",
+    "CUTLASS",
+    "Triton",
+    "NVIDIA",
+    "Acme Corp",
+    "HyperFuse",
+    "1.6x",
+    "2.4 倍",
+    "40%",
+    "3.1x",
+    "核函数",
+    "编译",
+    "Привет",
+    "。",
+    "\\n",
+    "\n",
+];
+
+/// The LLM reply check (`summarize::llm::validate`): a reply's shape, lengths, links, names,
+/// numbers and script, for every event of the sample day in English and Chinese.
+fn llm_reply() -> Target {
+    let feeds = repo().join("examples/feeds");
+    let text = kdigest::demo::DEMO_CONFIG.replace("{base}", &format!("file://{}", feeds.display()));
+    let config = Config::parse(&text).expect("the demo configuration parses");
+    let mut items = Vec::new();
+    for (name, kind) in [
+        ("cutlass-releases.atom", SourceKind::GithubReleases),
+        ("triton-releases.atom", SourceKind::GithubReleases),
+        ("nvidia-blog.xml", SourceKind::Blog),
+    ] {
+        let bytes = std::fs::read(feeds.join(name)).unwrap();
+        items.extend(kdigest::parse::parse_feed(&bytes, &source(kind), now()).unwrap());
+    }
+    let window = Window {
+        start: items
+            .iter()
+            .map(|i| i.published)
+            .min()
+            .unwrap()
+            .fixed_offset(),
+        end: (items.iter().map(|i| i.published).max().unwrap() + chrono::Duration::seconds(1))
+            .fixed_offset(),
+    };
+    let classifier = Classifier::new(&config.layers, &config.relevance);
+    let candidates = digest::candidates(items, &window, &config, &classifier);
+    let policies: Vec<kdigest::summarize::llm::Policy> = ["en", "zh-CN"]
+        .into_iter()
+        .map(|l| kdigest::summarize::llm::Policy {
+            language: l.into(),
+            allowed: kdigest::summarize::guard::Allowed::new(
+                l,
+                &kdigest::locale::Locale::builtin(l),
+            ),
+        })
+        .collect();
+    let seeds = [
+        r#"{"summary": "CUTLASS 5.0 makes CuTe DSL the primary Python interface; FP4 GEMM up to 1.6x over cuBLAS.", "why_it_matters": "Kernel authors write less boilerplate.", "brief": "CUTLASS 5.0 released", "watch": "Watch CuTe DSL adoption."}"#,
+        r#"{"summary": "CUTLASS 5.0 让 CuTe DSL 成为主要 Python 接口，FP4 GEMM 比 cuBLAS 快 1.6 倍。", "why_it_matters": "内核作者少写样板代码。", "brief": "CUTLASS 5.0 发布", "watch": "关注 CuTe DSL 的采用。"}"#,
+        r#"```json
+{"summary": "Triton 3.6 lowers compile time by 40%.", "why_it_matters": "Faster builds.", "brief": "Triton 3.6", "watch": "Watch the modulo scheduler."}
+```"#,
+        r#"{"error": {"message": "rate limited"}}"#,
+        r#"{"summary": ["a", "b"], "why_it_matters": 3, "brief": null, "watch": {}}"#,
+    ]
+    .iter()
+    .map(|s| s.as_bytes().to_vec())
+    .collect();
+    Target {
+        name: "llm-reply",
+        seeds,
+        dictionary: REPLY_TOKENS.to_vec(),
+        run: Box::new(move |bytes| {
+            let reply = String::from_utf8_lossy(bytes);
+            let mut shape = Vec::new();
+            for policy in &policies {
+                for candidate in &candidates {
+                    match kdigest::summarize::llm::validate(&reply, candidate, 400, policy) {
+                        Ok(text) => shape.push(text.summary.len().min(64) as u64),
+                        Err(e) => shape.push(1000 + e.to_string().len().min(200) as u64 / 10),
+                    }
+                }
+            }
+            shape_of(&shape)
         }),
     }
 }

@@ -1,7 +1,8 @@
 //! `cargo bench --bench fuzz -- [TARGET|all] [SECONDS] [--seed N] [--replay FILE]`
 //!
 //! Fuzzes kdigest's feed parsing and HTML to text (`feed`), every render (`render`), the
-//! configuration loader (`config`) and the bot command parser (`command`); see kit.rs for
+//! configuration loader (`config`), the bot command parser (`command`) and the LLM reply
+//! check (`llm-reply`); see kit.rs for
 //! the engine. Without arguments (as `cargo bench` runs it) each target gets 20 s; the
 //! campaign of issue 30 is `cargo bench --bench fuzz -- all 600`. Findings (panics, runs
 //! slower than 1 s) are kept in target/fuzz/<target>/ and make the exit status 1.
