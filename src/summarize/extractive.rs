@@ -565,7 +565,7 @@ fn named_systems(text: &str, stack: &[String]) -> Vec<String> {
 
 /// One clause for the overview, in the reader's language and without quotes: the event by
 /// name, how many changes it asks of its users, and its main reported figure with what the
-/// figure measures ("CUTLASS 5.0.0 发布，含 5 项需处理的变化，编译速度提升 2.4 倍"). The
+/// figure measures ("CUTLASS 5.0.0 发布，含 5 项需处理的变化，编译速度达到此前的 2.4 倍"). The
 /// source's own words stay in the event's body.
 fn brief(candidate: &Candidate, t: &Locale, sentences: &[String], changes: usize) -> String {
     let primary = candidate.event.primary();

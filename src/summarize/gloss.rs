@@ -1,5 +1,5 @@
 //! What a reported figure measures, said in the reader's language: "Cold JIT compilation is
-//! 2.4x faster" -> 编译速度提升 2.4 倍 / "compile speed 2.4x higher". Pure.
+//! 2.4x faster" -> 编译速度达到此前的 2.4 倍 / "compile speed 2.4x higher". Pure.
 //!
 //! The overview and a zh-CN headline carry no quoted English: a figure goes there with a
 //! gloss from the locale table (`metric_*`, `fact_*`), read off the words around it in the
@@ -197,15 +197,16 @@ fn share_of(clause: &str, figure: &str) -> Option<String> {
         .then(|| word.to_string())
 }
 
-/// The fact in the reader's language: "编译速度提升 2.4 倍", "compile time up to 40% lower",
+/// The fact in the reader's language: "编译速度达到此前的 2.4 倍", "compile time up to 40% lower",
 /// "吞吐量达到 cuBLAS 的 91%".
 pub fn render(fact: &Fact, t: &Locale) -> String {
-    let figure = if let Some(n) = fact.figure.strip_suffix(['x', '×']) {
-        t.fill("figure_times", &[("n", n)])
-    } else {
-        super::extractive::spaced_figure(&fact.figure)
+    let times = fact.figure.strip_suffix(['x', '×']);
+    let figure = match times {
+        Some(n) => t.fill("figure_times", &[("n", n)]),
+        None => super::extractive::spaced_figure(&fact.figure),
     };
     let key = match (fact.direction, &fact.of) {
+        (Direction::Up, _) if times.is_some() => "fact_up_times",
         (Direction::Up, _) => "fact_up",
         (Direction::Down, _) => "fact_down",
         (Direction::Level, Some(_)) => "fact_level_of",
@@ -237,7 +238,7 @@ mod tests {
         assert_eq!(
             both("Cold JIT compilation is 2.4x faster", "2.4x"),
             (
-                "编译速度提升 2.4 倍".into(),
+                "编译速度达到此前的 2.4 倍".into(),
                 "compile speed 2.4x higher".into()
             )
         );
