@@ -43,8 +43,10 @@ fn eval_holds_its_cross_validated_floor() {
         .count();
     assert!(days >= 12, "at least twelve labelled days, found {days}");
     let (precision, recall, f1, leads) = overall(&stdout, "Cross-validated");
+    // Floors just under the figures of 2026-12-04 (0.952 / 0.975 / 0.830, 9 leads of 12;
+    // docs/scoring.md): the vocabulary round traded one lead for five relevant items.
     assert!(
-        precision >= 0.9 && recall >= 0.9 && f1 >= 0.78 && leads + 2 >= days,
+        precision >= 0.94 && recall >= 0.96 && f1 >= 0.82 && leads + 3 >= days,
         "cross-validated precision {precision}, recall {recall}, layer F1 {f1}, leads {leads}/{days}\n{stdout}"
     );
     // The learned weights must earn their place: cross-validated, they beat the phrases.
@@ -126,5 +128,25 @@ fn a_label_naming_an_item_outside_the_window_is_refused() {
     assert!(
         stderr.contains("https://arxiv.org/abs/2411.99999 is not an item in the window"),
         "{stderr}"
+    );
+}
+
+/// The sealed held-out days (tests/fixtures/eval-holdout) load and are scored, every
+/// same-story group of them included. No figure of theirs is held here: a floor on them
+/// would make them one more set the model is tuned to (docs/scoring.md).
+#[test]
+fn the_sealed_held_out_days_load_and_are_scored() {
+    let out = eval(&repo_root().join("tests/fixtures/eval-holdout"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let rows = stdout
+        .lines()
+        .take_while(|l| !l.starts_with("overall"))
+        .filter(|l| l.starts_with("20"))
+        .count();
+    assert_eq!(rows, 4, "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("same-story groups joined"),
+        "{stdout}\n{stderr}"
     );
 }
