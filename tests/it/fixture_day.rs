@@ -423,7 +423,7 @@ async fn the_headline_and_overview_are_written_in_the_readers_language() {
     let (d, _, _, _dir) = fixture_digest().await;
     assert_eq!(
         d.title,
-        "CUTLASS 5.0.0 与 PyTorch 2.10.0 发布；另有 3 个版本更新、4 篇论文和 1 篇技术文章"
+        "CUTLASS 5.0.0 与 Triton v3.6.0 发布；另有 3 个版本更新、4 篇论文和 1 篇技术文章"
     );
     // One Chinese clause per event (at most four), naming it and its main figure with
     // what the figure measures; no English is quoted (the source's sentences stay in each
@@ -431,8 +431,8 @@ async fn the_headline_and_overview_are_written_in_the_readers_language() {
     assert_eq!(
         d.overview,
         "CUTLASS 5.0.0 主版本发布，含 6 项需处理的变化，编译速度达到此前的 2.4 倍；\
-         PyTorch 2.10.0 次版本发布，含 5 项需处理的变化，速度达到此前的 1.18 倍；\
          Triton v3.6.0 次版本发布，含 5 项需处理的变化，编译时间降低 40%；\
+         PyTorch 2.10.0 次版本发布，含 5 项需处理的变化，速度达到此前的 1.18 倍；\
          论文 TileFuse 报告算力达到 1,530 TFLOPS。"
     );
     assert!(d.overview.ends_with("。"), "{}", d.overview);
@@ -443,7 +443,7 @@ async fn the_headline_and_overview_are_written_in_the_readers_language() {
     let en = digest::filter(&en, &Filter::default(), &locale);
     assert_eq!(
         en.title,
-        "CUTLASS 5.0.0 and PyTorch 2.10.0 released; plus 3 more releases, 4 papers and 1 post"
+        "CUTLASS 5.0.0 and Triton v3.6.0 released; plus 3 more releases, 4 papers and 1 post"
     );
     assert!(
         en.overview
