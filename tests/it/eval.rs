@@ -43,10 +43,11 @@ fn eval_holds_its_cross_validated_floor() {
         .count();
     assert!(days >= 12, "at least twelve labelled days, found {days}");
     let (precision, recall, f1, leads) = overall(&stdout, "Cross-validated");
-    // Floors just under the figures of 2026-12-04 (0.952 / 0.975 / 0.830, 9 leads of 12;
-    // docs/scoring.md): the vocabulary round traded one lead for five relevant items.
+    // Floors just under the figures of 2026-12-05 on sixteen days (0.937 / 0.963 / 0.845,
+    // 11 leads of 16; docs/scoring.md): the four days moved in from the held-out set
+    // brought two wrong leads and a precision of 0.80 on their hard negatives.
     assert!(
-        precision >= 0.94 && recall >= 0.96 && f1 >= 0.82 && leads + 3 >= days,
+        precision >= 0.93 && recall >= 0.955 && f1 >= 0.835 && leads + 5 >= days,
         "cross-validated precision {precision}, recall {recall}, layer F1 {f1}, leads {leads}/{days}\n{stdout}"
     );
     // The learned weights must earn their place: cross-validated, they beat the phrases.
