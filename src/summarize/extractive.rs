@@ -97,21 +97,6 @@ pub fn summarize_varied(
     let text = event.main_text();
     let sentences = sentences(text);
 
-    let mut used = 0;
-    let mut summary = String::new();
-    for s in &sentences {
-        let len = s.chars().count();
-        if !summary.is_empty() && summary.chars().count() + 1 + len > budget {
-            break;
-        }
-        if !summary.is_empty() {
-            summary.push(' ');
-        }
-        summary.push_str(s);
-        used += 1;
-    }
-    let summary = truncate_chars(&summary, budget);
-
     // Breaking and behaviour changes are the first thing an engineer needs from release
     // notes: they always lead "why it matters", quoted and marked.
     // Scoring read them (a post announcing a release has notes for its score, but its
@@ -125,11 +110,6 @@ pub fn summarize_varied(
         .as_ref()
         .map(|n| n.changes_to_act_on())
         .unwrap_or_default();
-    let summary = if in_reader_script(&summary, locale) {
-        summary
-    } else {
-        quoted_summary(candidate, locale, &summary, all_changes.len(), budget)
-    };
     // Breaking changes fail loudly; a changed default or semantic does not, so one of
     // each is shown when the notes have both.
     let breaking_n = notes.map_or(0, |n| n.breaking.len());
@@ -140,9 +120,49 @@ pub fn summarize_varied(
         (b, h) => (vec![b[0]], vec![h[0]]),
     };
     let changes: Vec<&str> = breaking.iter().chain(&behaviour).copied().collect();
+    // Each sentence is quoted once per event: the changes "why it matters" quotes are left
+    // out of the summary, which goes on with the next sentences instead.
+    let quoted_elsewhere = |s: &str| changes.iter().any(|c| c.contains(s) || s.contains(c));
+    // Whole sentences up to the room the summary has: all of it in the reader's language,
+    // what the lead leaves when the source is quoted (so the quote does not end mid-clause).
+    let room = match sentences.first() {
+        Some(first) if !in_reader_script(first, locale) => {
+            quote_room(candidate, locale, all_changes.len(), budget)
+        }
+        _ => budget,
+    };
+    let mut used = 0;
+    let mut summary = String::new();
+    for (i, s) in sentences.iter().enumerate() {
+        if quoted_elsewhere(s) {
+            continue;
+        }
+        let len = s.chars().count();
+        if !summary.is_empty() && summary.chars().count() + 1 + len > room {
+            break;
+        }
+        if !summary.is_empty() {
+            summary.push(' ');
+        }
+        summary.push_str(s);
+        used = i + 1;
+    }
+    if summary.is_empty() {
+        // Notes that are nothing but their changes: the summary still says what they are.
+        if let Some(first) = sentences.first() {
+            summary.push_str(first);
+            used = 1;
+        }
+    }
+    let extract = truncate_chars(&summary, room);
+    let summary = if in_reader_script(&extract, locale) {
+        extract.clone()
+    } else {
+        quoted_summary(candidate, locale, &extract, all_changes.len(), budget)
+    };
     let cues: Vec<&String> = sentences[used.min(sentences.len())..]
         .iter()
-        .filter(|s| IMPACT_CUE.is_match(s) && !changes.iter().any(|c| c.contains(s.as_str())))
+        .filter(|s| IMPACT_CUE.is_match(s) && !quoted_elsewhere(s))
         .take(2)
         .collect();
     let cue_text = cues
@@ -185,7 +205,15 @@ pub fn summarize_varied(
     let correctness: Vec<&str> = notes.map_or(vec![], |n| {
         n.correctness.iter().map(String::as_str).collect()
     });
-    let fixes: Vec<&str> = notes.map_or(vec![], |n| n.fixes.iter().map(String::as_str).collect());
+    // Plain fixes the summary already quotes are not quoted again (a wrong-results fix is,
+    // marked: it is the reason to upgrade).
+    let fixes: Vec<&str> = notes.map_or(vec![], |n| {
+        n.fixes
+            .iter()
+            .map(String::as_str)
+            .filter(|f| !extract.contains(f))
+            .collect()
+    });
     // The evidence decides the template ("why_<key>_<variant>"); what follows its lead
     // (the results after the changes) is the same in every variant.
     let tail_reports = |budget: usize| {
@@ -457,6 +485,25 @@ fn quoted_summary(
     changes: usize,
     budget: usize,
 ) -> String {
+    let quote = truncate_chars(extract, quote_room(candidate, locale, changes, budget));
+    fill_quoted_summary(candidate, locale, changes, &quote)
+}
+
+/// The characters left for the quote once the lead ("主版本发布，6 项变化需处理。发布说明摘录：")
+/// has taken its share of the budget: the quote gets the rest and always closes.
+fn quote_room(candidate: &Candidate, locale: &Locale, changes: usize, budget: usize) -> usize {
+    let lead = fill_quoted_summary(candidate, locale, changes, "")
+        .chars()
+        .count();
+    budget.saturating_sub(lead).max(60)
+}
+
+fn fill_quoted_summary(
+    candidate: &Candidate,
+    locale: &Locale,
+    changes: usize,
+    quote: &str,
+) -> String {
     let primary = candidate.event.primary();
     let key = match primary.kind {
         ItemKind::Release => "summary_quoted_release",
@@ -468,23 +515,15 @@ fn quoted_summary(
     } else {
         String::new()
     };
-    let fill = |quote: &str| {
-        locale.fill(
-            key,
-            &[
-                ("kind", locale.get(&kind_key(candidate))),
-                ("source", &primary.source),
-                ("changes", &changes),
-                ("quote", &locale.fill("quote", &[("text", quote)])),
-            ],
-        )
-    };
-    // The lead takes its share of the budget; the quote gets the rest and always closes.
-    let lead = fill("").chars().count();
-    fill(&truncate_chars(
-        extract,
-        budget.saturating_sub(lead).max(60),
-    ))
+    locale.fill(
+        key,
+        &[
+            ("kind", locale.get(&kind_key(candidate))),
+            ("source", &primary.source),
+            ("changes", &changes),
+            ("quote", &locale.fill("quote", &[("text", quote)])),
+        ],
+    )
 }
 
 /// The locale key naming the event's kind ("主版本发布", "A new paper").
