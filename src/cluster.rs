@@ -120,9 +120,13 @@ fn names_word(text: &str, name: &str) -> bool {
 
 /// Pairs (release, post): the post's title names the release's project (the repository of
 /// its source, "NVIDIA/nccl" -> "nccl", or the words of its title before the version,
-/// "CUTLASS 4.2.0" -> "cutlass") and a version that the release's version starts with
-/// ("NCCL 2.28" announces 2.28.3-1; "Speculators v0.3.0" announces v0.3.0). A vendor's
-/// post about a release and the release are one story, the release leading.
+/// "CUTLASS 4.2.0" -> "cutlass") and either its title names a version that the release's
+/// version starts with ("NCCL 2.28" announces 2.28.3-1; "Speculators v0.3.0" announces
+/// v0.3.0) or its text names the release's exact version of three parts or more ("Llama 4
+/// in vLLM" telling readers to update "to version v0.8.3", the vLLM release of that day).
+/// In a text a bare "2.28" is too loose (a throughput, a ratio); a full release number of
+/// the project the title names is not. A vendor's post about a release and the release are
+/// one story, the release leading.
 fn announcements(items: &[Item]) -> Vec<(usize, usize)> {
     let releases: Vec<(usize, Vec<String>, Vec<u64>)> = items
         .iter()
@@ -156,9 +160,16 @@ fn announcements(items: &[Item]) -> Vec<(usize, usize)> {
         }
         let title = post.title.to_lowercase();
         let mentioned = versions(&title);
+        let mut in_text: Option<Vec<Vec<u64>>> = None;
         for (r, names, version) in &releases {
-            let announces = names.iter().any(|n| names_word(&title, n))
-                && mentioned.iter().any(|v| version.starts_with(v));
+            if !names.iter().any(|n| names_word(&title, n)) {
+                continue;
+            }
+            let announces = mentioned.iter().any(|v| version.starts_with(v))
+                || (version.len() >= 3
+                    && in_text
+                        .get_or_insert_with(|| versions(&post.text))
+                        .contains(version));
             if announces {
                 pairs.push((*r, p));
             }
@@ -335,6 +346,27 @@ mod tests {
             post("p3", "What changed in NCCL 2.27"),
             post("p4", "Profiling collectives at 2.28 GB/s"),
             post("p5", "NCCL tuning for MI300X"),
+            // The name in the title, the exact version in the text.
+            release("v0.8.3", "v0.8.3", "vllm-project/vllm"),
+            Item {
+                text: "Run the new models in vLLM today by updating to version v0.8.3 or later."
+                    .into(),
+                ..post("p6", "Llama 4 in vLLM")
+            },
+            // A shorter version in the text, or the exact version without the name in the
+            // title, is not enough.
+            Item {
+                text: "NCCL 2.28 adds a device API.".into(),
+                ..post("p7", "Kernels that talk: device-initiated communication")
+            },
+            Item {
+                text: "Measured with vLLM v0.8.3, 2.28 times faster.".into(),
+                ..post("p8", "Serving Llama 4 at scale")
+            },
+            Item {
+                text: "Tested against NCCL 2.28.".into(),
+                ..post("p9", "NCCL in the cloud")
+            },
         ];
         let events = cluster(items, 0.8);
         let joined: Vec<Vec<&str>> = events
@@ -342,7 +374,8 @@ mod tests {
             .filter(|e| e.items.len() > 1)
             .map(|e| e.items.iter().map(|i| i.title.as_str()).collect())
             .collect();
-        assert_eq!(joined.len(), 2, "{joined:?}");
+        assert_eq!(joined.len(), 3, "{joined:?}");
+        assert!(joined.contains(&vec!["v0.8.3", "Llama 4 in vLLM"]));
         assert!(joined.contains(&vec![
             "NCCL v2.28.3-1",
             "Fusing Communication and Compute with New Device API in NVIDIA NCCL 2.28"
@@ -351,7 +384,7 @@ mod tests {
             "v0.3.0",
             "Diving into speculative decoding training support for vLLM with Speculators v0.3.0"
         ]));
-        assert_eq!(events.len(), 5);
+        assert_eq!(events.len(), 9);
     }
 
     #[test]
