@@ -132,7 +132,7 @@ fn claim_sql(backend: Backend) -> String {
                                               AND o.digest_date = d.digest_date
                                               AND o.edition = 'daily'
                                               AND o.status IN ('pending', 'sending')))
-                      ORDER BY d.next_attempt_at, d.id LIMIT $3{lock})
+                      ORDER BY d.next_attempt_at, d.subscriber_id LIMIT $3{lock})
          RETURNING id, digest_date, subscriber_id, attempts, parts_sent, edition"
     )
 }
