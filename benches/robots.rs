@@ -1,15 +1,21 @@
 //! `cargo bench --bench robots`: the daily fan-out to team-chat robots, 500 per platform
-//! (Feishu, DingTalk, WeCom, Slack) at once, with the default `[delivery.<robot>]` limits,
-//! against a loopback API that enforces each platform's per-robot limit (Feishu 5/s and
-//! 100/min, DingTalk and WeCom 20/min, Slack 1/s) and answers its rate-limit error beyond
-//! it. Every robot gets a busy day's digest (the sample day's events three times), which is
-//! several messages on each platform (WeCom's 4,096-byte limit makes it the longest), so
-//! per-robot pacing is what the bench measures: how long until the last robot has its digest, messages per second, the
-//! smallest gap between two messages to one robot, and refusals (must be 0).
+//! (Feishu, DingTalk, WeCom, Slack) at once, through the release binary (`kdigest run
+//! --once` of the sample day, every robot a reader of both the daily and the weekly
+//! edition) with the default `[delivery.<robot>]` limits, against a
+//! loopback API in another process (this binary started again with `--api`) that enforces
+//! each platform's per-robot limit (Feishu 5/s and 100/min, DingTalk and WeCom 20/min,
+//! Slack 1/s) and answers its rate-limit error beyond it. The digest is the sample day with
+//! the threshold lowered to 40, so that every robot gets several messages (WeCom's
+//! 4,096-byte limit makes it the longest) and per-robot pacing is what the bench measures:
+//! per platform, the first to the last message, messages per second, the mean and the
+//! smallest gap between two messages to one robot against the configured spacing, and
+//! refusals (must be 0).
 
 mod common;
 
 use std::collections::HashMap;
+use std::io::BufRead;
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -17,40 +23,15 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
-use kdigest::deliver::engine::{Engine, Until};
-use kdigest::metrics::Metrics;
+use axum::routing::{get, post};
+use kdigest::store::Store;
 use kdigest::subscriber::Address;
 
 const ROBOTS: usize = 500;
-/// The sample day's events this many times: a busy day, several messages per robot on
-/// every platform.
-const COPIES: usize = 3;
+const PLATFORMS: [&str; 4] = ["feishu", "dingtalk", "wecom", "slack"];
 
-fn enlarged(d: &kdigest::model::Digest, copies: usize) -> kdigest::model::Digest {
-    let mut big = d.clone();
-    let mut n = 0;
-    let mut grow = |events: &Vec<kdigest::model::DigestEvent>| {
-        let mut out = Vec::new();
-        for k in 0..copies {
-            for e in events {
-                let mut e = e.clone();
-                n += 1;
-                e.n = n;
-                e.id = format!("{}-{k}", e.id);
-                out.push(e);
-            }
-        }
-        out
-    };
-    big.key_changes = grow(&d.key_changes);
-    big.papers = grow(&d.papers);
-    big.other_updates = grow(&d.other_updates);
-    big
-}
-
-#[derive(Default)]
 struct Api {
+    started: Instant,
     arrivals: Mutex<HashMap<(&'static str, String), Vec<Instant>>>,
     refused: AtomicUsize,
 }
@@ -137,31 +118,110 @@ async fn slack(
     }
 }
 
-fn main() {
-    if std::env::args().any(|a| a == "--test") {
-        return;
+/// Per platform: robots reached, messages, first and last arrival (ms since the API
+/// started), mean and smallest gap between two messages to one robot (ms); refusals.
+async fn stats(State(api): State<Arc<Api>>) -> axum::Json<serde_json::Value> {
+    let arrivals = api.arrivals.lock().unwrap();
+    let ms = |t: Instant| t.duration_since(api.started).as_secs_f64() * 1e3;
+    let mut platforms = serde_json::Map::new();
+    for platform in PLATFORMS {
+        let mine: Vec<&Vec<Instant>> = arrivals
+            .iter()
+            .filter(|((p, _), _)| *p == platform)
+            .map(|(_, v)| v)
+            .collect();
+        let gaps: Vec<f64> = mine
+            .iter()
+            .flat_map(|v| v.windows(2).map(|w| (w[1] - w[0]).as_secs_f64() * 1e3))
+            .collect();
+        platforms.insert(
+            platform.into(),
+            serde_json::json!({
+                "robots": mine.len(),
+                "messages": mine.iter().map(|v| v.len()).sum::<usize>(),
+                "first_ms": mine.iter().filter_map(|v| v.first()).min().map(|t| ms(*t)),
+                "last_ms": mine.iter().filter_map(|v| v.last()).max().map(|t| ms(*t)),
+                "all_begun_ms": mine.iter().filter_map(|v| v.first()).max().map(|t| ms(*t)),
+                "longest_robot_ms": mine
+                    .iter()
+                    .filter_map(|v| Some(ms(*v.last()?) - ms(*v.first()?)))
+                    .fold(0.0, f64::max),
+                "mean_gap_ms": gaps.iter().sum::<f64>() / gaps.len().max(1) as f64,
+                "min_gap_ms": gaps.iter().copied().fold(f64::INFINITY, f64::min),
+            }),
+        );
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    axum::Json(serde_json::json!({
+        "refused": api.refused.load(Ordering::Relaxed),
+        "platforms": platforms,
+    }))
+}
+
+/// `--api`: the platforms' loopback API; prints its port, serves until killed.
+fn run_api() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
         .enable_all()
         .build()
         .unwrap();
-    runtime.block_on(run());
+    rt.block_on(async {
+        let api = Arc::new(Api {
+            started: Instant::now(),
+            arrivals: Mutex::default(),
+            refused: AtomicUsize::default(),
+        });
+        let app = Router::new()
+            .route("/open-apis/bot/v2/hook/{token}", post(feishu))
+            .route("/robot/send", post(dingtalk))
+            .route("/cgi-bin/webhook/send", post(wecom))
+            .route("/services/{t}/{b}/{s}", post(slack))
+            .route("/stats", get(stats))
+            .with_state(api);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        println!("{}", listener.local_addr().unwrap().port());
+        axum::serve(listener, app).await.unwrap();
+    });
 }
 
-async fn run() {
-    let api = Arc::new(Api::default());
-    let app = Router::new()
-        .route("/open-apis/bot/v2/hook/{token}", post(feishu))
-        .route("/robot/send", post(dingtalk))
-        .route("/cgi-bin/webhook/send", post(wecom))
-        .route("/services/{t}/{b}/{s}", post(slack))
-        .with_state(api.clone());
-    let base = common::serve(app).await;
+/// The spacing kdigest keeps between two messages to one robot by default (ms): Feishu and
+/// Slack 1/s, DingTalk and WeCom 19 a minute (their limit is 20), each stretched by the
+/// 1/40 arrival margin of `deliver::limits`.
+fn configured_gap_ms(platform: &str) -> f64 {
+    let per_sec = match platform {
+        "dingtalk" | "wecom" => 19.0 / 60.0,
+        _ => 1.0,
+    };
+    1e3 / per_sec * (1.0 + 1.0 / 40.0)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--test") {
+        return;
+    }
+    if args.iter().any(|a| a == "--api") {
+        return run_api();
+    }
+    let mut api = Command::new(std::env::current_exe().unwrap())
+        .arg("--api")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(api.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let base = format!("http://127.0.0.1:{}", line.trim());
+
     let dir = tempfile::tempdir().unwrap();
-    let config = common::config(dir.path(), "");
-    let (store, day) = common::fixture(&config).await;
-    let digest = enlarged(&day, COPIES);
+    let db = dir.path().join("bench.sqlite");
+    let config_path = dir.path().join("config.toml");
+    let config = common::binary_config(&db, "").replace("min_score = 60", "min_score = 40");
+    std::fs::write(&config_path, config).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let mut addresses = Vec::new();
     for i in 0..ROBOTS {
         for form in [
@@ -173,54 +233,62 @@ async fn run() {
             addresses.push(Address::parse(&form).unwrap());
         }
     }
-    common::add_readers_of_everything(&store, &addresses).await;
-    let engine =
-        Arc::new(Engine::new(store.clone(), &config, Arc::new(Metrics::default())).unwrap());
+    rt.block_on(async {
+        let store = Store::open(&db).await.unwrap();
+        common::add_readers_of_everything(&store, &addresses).await;
+        // Readers of both editions on their roll-up day: a daily and a weekly delivery
+        // each, so every robot hears several messages in a row.
+        let day = chrono::Datelike::weekday(&kdigest::demo::demo_date());
+        common::set_cadence(&store, kdigest::subscriber::Cadence::Both(day)).await;
+        store.close().await;
+    });
+
     let started = Instant::now();
-    engine.plan(&digest).await.unwrap();
-    let (_tx, rx) = tokio::sync::watch::channel(false);
-    engine
-        .run(
-            Until::Idle {
-                max_wait: Duration::from_secs(10),
-            },
-            rx,
-        )
-        .await
-        .unwrap();
-    let counts = store.delivery_counts(digest.date).await.unwrap();
-    let arrivals = api.arrivals.lock().unwrap();
+    let status = common::spawn_run_once(&config_path).wait().unwrap();
+    let wall = started.elapsed().as_secs_f64();
+    assert!(status.success(), "kdigest run --once failed: {status}");
+    let stats: serde_json::Value = rt.block_on(async {
+        reqwest::get(format!("{base}/stats"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    });
+    api.kill().unwrap();
+    let _ = api.wait();
+    let sent = rt.block_on(async {
+        let store = Store::open(&db).await.unwrap();
+        let counts = store
+            .delivery_counts(kdigest::demo::demo_date())
+            .await
+            .unwrap();
+        store.close().await;
+        counts.sent
+    });
     println!(
-        "robots: {} robots ({ROBOTS} per platform), sent {} of {} deliveries, refused by the platforms' limits: {}",
+        "robots (release binary, run --once): {} robots ({ROBOTS} per platform), {sent} deliveries sent, {:.1} s wall; refused by the platforms' limits: {} (target 0)",
         addresses.len(),
-        counts.sent,
-        addresses.len(),
-        api.refused.load(Ordering::Relaxed)
+        wall,
+        stats["refused"]
     );
-    for platform in ["feishu", "dingtalk", "wecom", "slack"] {
-        let mine: Vec<&Vec<Instant>> = arrivals
-            .iter()
-            .filter(|((p, _), _)| *p == platform)
-            .map(|(_, v)| v)
-            .collect();
-        let messages: usize = mine.iter().map(|v| v.len()).sum();
-        let per_robot = messages as f64 / mine.len().max(1) as f64;
-        let last = mine.iter().filter_map(|v| v.last()).max().copied();
-        let min_gap = mine
-            .iter()
-            .flat_map(|v| v.windows(2).map(|w| w[1] - w[0]))
-            .min()
-            .unwrap_or_default();
-        let done = last.map_or(0.0, |l| l.duration_since(started).as_secs_f64());
+    for platform in PLATFORMS {
+        let p = &stats["platforms"][platform];
+        let messages = p["messages"].as_f64().unwrap_or(0.0);
+        let span_s =
+            (p["last_ms"].as_f64().unwrap_or(0.0) - p["first_ms"].as_f64().unwrap_or(0.0)) / 1e3;
+        let per_robot = messages / p["robots"].as_f64().unwrap_or(1.0).max(1.0);
+        let want = configured_gap_ms(platform);
+        let mean = p["mean_gap_ms"].as_f64().unwrap_or(0.0);
+        let first = p["first_ms"].as_f64().unwrap_or(0.0);
         println!(
-            "  {platform:>8}: {messages} messages ({per_robot:.1} per robot), last robot done after {done:.1} s, {:.1} messages/s, smallest gap to one robot {:.2} s",
-            messages as f64 / done.max(0.001),
-            min_gap.as_secs_f64()
+            "  {platform:>8}: {messages} messages ({per_robot:.1} per robot) in {span_s:.1} s first to last, {:.1} messages/s; every robot begun after {:.1} s, the longest robot {:.1} s; gap between two messages to one robot: mean {:.0} ms, smallest {:.0} ms, configured {:.0} ms",
+            messages / span_s.max(0.001),
+            (p["all_begun_ms"].as_f64().unwrap_or(0.0) - first) / 1e3,
+            p["longest_robot_ms"].as_f64().unwrap_or(0.0) / 1e3,
+            mean,
+            p["min_gap_ms"].as_f64().unwrap_or(0.0),
+            want,
         );
     }
-    println!(
-        "  all done after {:.1} s; peak RSS {:.0} MiB",
-        started.elapsed().as_secs_f64(),
-        common::peak_rss_mib()
-    );
 }

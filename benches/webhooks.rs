@@ -241,16 +241,15 @@ fn start_receiver(paused: Option<usize>, limit: Option<usize>) -> (std::process:
 /// A configuration and store in `dir` with `destinations` webhook readers of everything
 /// pointing at the receiver on `port`; returns the configuration's path.
 fn prepare(dir: &std::path::Path, scenario: &Scenario, port: u16) -> std::path::PathBuf {
-    let feeds = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/feeds");
     let db = dir.join("bench.sqlite");
-    let config_text = format!(
-        "{}\n[storage]\npath = \"{}\"\n{}[delivery.webhook]\nper_sec = 100000.0\nconcurrency = {CONCURRENCY}\n{}",
-        kdigest::demo::DEMO_CONFIG.replace("{base}", &format!("file://{}", feeds.display())),
-        db.display(),
-        common::LOOPBACK_RECEIVERS,
-        scenario.per_destination.map_or(String::new(), |p| format!(
-            "per_destination_per_sec = {p:.1}\n"
-        ))
+    let config_text = common::binary_config(
+        &db,
+        &format!(
+            "[delivery.webhook]\nper_sec = 100000.0\nconcurrency = {CONCURRENCY}\n{}",
+            scenario.per_destination.map_or(String::new(), |p| format!(
+                "per_destination_per_sec = {p:.1}\n"
+            ))
+        ),
     );
     let config_path = dir.join("config.toml");
     std::fs::write(&config_path, config_text).unwrap();
@@ -279,18 +278,6 @@ fn prepare(dir: &std::path::Path, scenario: &Scenario, port: u16) -> std::path::
     config_path
 }
 
-/// `kdigest run --once` of the fixture day, not yet waited for.
-fn spawn_run(config_path: &std::path::Path) -> std::process::Child {
-    Command::new(env!("CARGO_BIN_EXE_kdigest"))
-        .arg("--config")
-        .arg(config_path)
-        .args(["run", "--once", "--date", "2026-10-28"])
-        .env("KDIGEST_WEBHOOK_SECRET", "bench-secret")
-        .env("RUST_LOG", "error")
-        .spawn()
-        .unwrap()
-}
-
 /// GET `path` of the receiver on `port`, as JSON.
 fn receiver_json<T: serde::de::DeserializeOwned>(port: u16, path: &str) -> T {
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -316,7 +303,7 @@ fn one_run(scenario: Scenario) -> Run {
     let dir = tempfile::tempdir().unwrap();
     let config_path = prepare(dir.path(), &scenario, port);
     let t = Instant::now();
-    let status = spawn_run(&config_path).wait().unwrap();
+    let status = common::spawn_run_once(&config_path).wait().unwrap();
     let wall_s = t.elapsed().as_secs_f64();
     assert!(status.success(), "kdigest run --once failed: {status}");
     let stats = receiver_stats(port);
@@ -358,13 +345,13 @@ fn kill9_runs(runs: usize) {
         // Anywhere from the pipeline (before any delivery) to the end of the fan-out (the
         // steady run takes about 4 s in all).
         let kill_at = Duration::from_millis(200 + next() % 4_000);
-        let mut victim = spawn_run(&config_path);
+        let mut victim = common::spawn_run_once(&config_path);
         std::thread::sleep(kill_at);
         let finished_first = victim.try_wait().unwrap().is_some();
         let _ = victim.kill(); // SIGKILL
         let _ = victim.wait();
         let before = receiver_stats(port)["destinations"].as_u64().unwrap_or(0);
-        let status = spawn_run(&config_path).wait().unwrap();
+        let status = common::spawn_run_once(&config_path).wait().unwrap();
         assert!(
             status.success(),
             "run {run}: the second run --once failed: {status}"

@@ -31,6 +31,33 @@ pub fn config(dir: &std::path::Path, extra: &str) -> kdigest::config::Config {
 #[allow(dead_code)]
 pub const LOOPBACK_RECEIVERS: &str = "[delivery]\nallow_private_networks = true\n";
 
+/// The configuration file for `kdigest run --once` through the release binary: the demo's
+/// sources read from examples/feeds, the store at `db`, loopback receivers allowed, then
+/// `delivery` (`[delivery.*]` tables).
+#[allow(dead_code)]
+pub fn binary_config(db: &std::path::Path, delivery: &str) -> String {
+    let feeds = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/feeds");
+    format!(
+        "{}\n[storage]\npath = \"{}\"\n{LOOPBACK_RECEIVERS}{delivery}",
+        kdigest::demo::DEMO_CONFIG.replace("{base}", &format!("file://{}", feeds.display())),
+        db.display(),
+    )
+}
+
+/// `kdigest --config <config> run --once` of the fixture day (2026-10-28) through the
+/// release binary, errors only on stderr; not yet waited for.
+#[allow(dead_code)]
+pub fn spawn_run_once(config: &std::path::Path) -> std::process::Child {
+    std::process::Command::new(env!("CARGO_BIN_EXE_kdigest"))
+        .arg("--config")
+        .arg(config)
+        .args(["run", "--once", "--date", "2026-10-28"])
+        .env("KDIGEST_WEBHOOK_SECRET", "bench-secret")
+        .env("RUST_LOG", "error")
+        .spawn()
+        .unwrap()
+}
+
 /// The store and the fixture day's digest (2026-10-28) for `config`.
 #[allow(dead_code)]
 pub async fn fixture(
