@@ -74,13 +74,19 @@ fn ms(t: DateTime<Utc>) -> i64 {
     t.timestamp_millis()
 }
 
-/// A settle's UPDATE: `set` uses $1..$`values`; the row's id and claim token follow, and
-/// only a row still claimed by that token changes (it returns its id when it did).
+/// A settle's UPDATE: `set` uses $1..$`values`; the row's key (subscriber, date, edition)
+/// and claim token follow, and only a row still claimed by that token changes (it returns
+/// its id when it did). Rows are found by their key, not their id: on Postgres the id has
+/// no index (migration 0010).
 fn fenced(set: &str, values: usize) -> String {
     format!(
-        "UPDATE deliveries SET {set} WHERE id = ${} AND claim_token = ${} AND status = 'sending' RETURNING id",
+        "UPDATE deliveries SET {set}
+         WHERE subscriber_id = ${} AND digest_date = ${} AND edition = ${}
+           AND claim_token = ${} AND status = 'sending' RETURNING id",
         values + 1,
-        values + 2
+        values + 2,
+        values + 3,
+        values + 4
     )
 }
 
@@ -88,7 +94,7 @@ fn fenced(set: &str, values: usize) -> String {
 const RELEASE: &str = "claim_token = NULL, claim_expires_at = NULL";
 
 /// Runs one settle under the claim's fence: `$sql` comes from [`fenced`], the SET clause's
-/// values follow in order, then the row's id and the claim's token are bound. A row comes
+/// values follow in order, then the row's key and the claim's token are bound. A row comes
 /// back when the claim was still ours.
 macro_rules! settle {
     ($store:expr, $sql:expr, $c:expr $(, $value:expr)*) => {{
@@ -96,7 +102,9 @@ macro_rules! settle {
         let found = on_db!(&$store.db, pool => {
             sqlx::query(&sql)
                 $(.bind($value))*
-                .bind(&$c.id)
+                .bind($c.subscriber_id)
+                .bind($c.digest_date)
+                .bind($c.edition.as_str())
                 .bind(&$c.token)
                 .fetch_optional(pool)
                 .await?
@@ -120,7 +128,8 @@ fn claim_sql(backend: Backend) -> String {
     };
     format!(
         "UPDATE deliveries SET status = 'sending', claim_token = $4, claim_expires_at = $5
-         WHERE id IN (SELECT d.id FROM deliveries d
+         WHERE (subscriber_id, digest_date, edition) IN
+                     (SELECT d.subscriber_id, d.digest_date, d.edition FROM deliveries d
                       WHERE d.status = 'pending' AND d.channel = $1 AND d.next_attempt_at <= $2
                         AND NOT EXISTS (SELECT 1 FROM destinations p
                                         WHERE p.channel = d.channel
@@ -142,10 +151,10 @@ impl Store {
     /// are, so planning twice never doubles a delivery. Returns how many rows were new.
     /// SQLite takes multi-row INSERTs (2,000 rows a statement); Postgres takes the whole
     /// plan as four arrays in one statement (UNNEST), several times faster than VALUES.
-    /// The id is derived from (date, subscriber, edition), so the primary key and the
-    /// (date, subscriber, edition) key name the same row: `ON CONFLICT DO NOTHING` without a target
-    /// covers both, which matters when instances plan the same date at once (with a target,
-    /// a concurrent insert can trip the other key and fail the whole plan).
+    /// The id is derived from (date, subscriber, edition), so the id and that key name the
+    /// same row: `ON CONFLICT DO NOTHING` without a target covers every unique key (on
+    /// SQLite the id is one too), which matters when instances plan the same date at once
+    /// (with a target, a concurrent insert can trip another key and fail the whole plan).
     pub async fn plan_deliveries(
         &self,
         date: NaiveDate,
@@ -366,14 +375,21 @@ impl Store {
                 .unwrap_or(1);
             let (chunk, tail) = rest.split_at(size);
             rest = tail;
+            const COLUMNS: usize = 5;
             let rows: Vec<String> = (0..size)
-                .map(|i| format!("(${}, ${}, ${})", 3 * i + 2, 3 * i + 3, 3 * i + 4))
+                .map(|i| {
+                    let first = COLUMNS * i + 2;
+                    let params: Vec<String> =
+                        (first..first + COLUMNS).map(|p| format!("${p}")).collect();
+                    format!("({})", params.join(", "))
+                })
                 .collect();
-            // VALUES columns are column1.. on both engines.
+            // VALUES columns are column1.. on both engines; rows are found by their key.
             let sql = format!(
-                "UPDATE deliveries SET status = 'sent', attempts = v.column3, sent_at = $1, last_error = NULL, {RELEASE}
+                "UPDATE deliveries SET status = 'sent', attempts = v.column5, sent_at = $1, last_error = NULL, {RELEASE}
                  FROM (VALUES {}) AS v
-                 WHERE deliveries.id = v.column1 AND deliveries.claim_token = v.column2
+                 WHERE deliveries.subscriber_id = v.column1 AND deliveries.digest_date = v.column2
+                   AND deliveries.edition = v.column3 AND deliveries.claim_token = v.column4
                    AND deliveries.status = 'sending'
                  RETURNING deliveries.id",
                 rows.join(", ")
@@ -381,7 +397,12 @@ impl Store {
             let ids: Vec<String> = on_db!(&self.db, pool => {
                 let mut q = sqlx::query_scalar(&sql).bind(now);
                 for (c, attempts) in chunk {
-                    q = q.bind(&c.id).bind(&c.token).bind(i64::from(*attempts));
+                    q = q
+                        .bind(c.subscriber_id)
+                        .bind(c.digest_date)
+                        .bind(c.edition.as_str())
+                        .bind(&c.token)
+                        .bind(i64::from(*attempts));
                 }
                 q.fetch_all(pool).await?
             });
