@@ -1,7 +1,8 @@
-//! `cargo bench --bench discord`: 500 Discord webhook subscribers against a loopback API that
-//! enforces 5 requests per 2 s per webhook and 50/s globally, sending X-RateLimit headers and
-//! answering 429 beyond the limits. Reports the rate, 429s after the first window, and
-//! duplicates.
+//! `cargo bench --bench discord`: 500 Discord webhook subscribers through the release binary
+//! (`kdigest run --once` of the sample day) against a loopback API in another process (this
+//! binary started again with `--api`) that enforces 5 requests per 2 s per webhook and 50/s
+//! globally, sending X-RateLimit headers and answering 429 beyond the limits. Reports the
+//! rate, 429s after the first window, and duplicates.
 
 mod common;
 
@@ -14,13 +15,11 @@ use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
-use chrono::Utc;
-use kdigest::deliver::engine::{Engine, Until};
-use kdigest::metrics::Metrics;
-use kdigest::model::Filter;
-use kdigest::store::NewSubscriber;
-use kdigest::subscriber::{Address, Status};
+use axum::routing::{get, post};
+use kdigest::store::Store;
+use kdigest::subscriber::Address;
+
+const WEBHOOKS: u64 = 500;
 
 #[derive(Default)]
 struct Api {
@@ -76,51 +75,69 @@ async fn execute(State(api): State<Arc<Api>>, Path((id, _token)): Path<(u64, Str
     (StatusCode::NO_CONTENT, headers).into_response()
 }
 
+async fn stats(State(api): State<Arc<Api>>) -> axum::Json<serde_json::Value> {
+    let per_key = api.delivered.per_key();
+    axum::Json(serde_json::json!({
+        "messages": api.delivered.total(),
+        "webhooks": per_key.len(),
+        "fewest": per_key.iter().min().copied().unwrap_or(0),
+        "most": per_key.iter().max().copied().unwrap_or(0),
+        "sustained": api.delivered.sustained_rate(),
+        "until_all_begun": api.delivered.budget_limited_rate(),
+        "early_429s": api.early_429s.load(Ordering::Relaxed),
+        "late_429s": api.late_429s.load(Ordering::Relaxed),
+    }))
+}
+
 fn main() {
-    if std::env::args().any(|a| a == "--test") {
+    let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--test") {
         return;
     }
-    let rt = tokio::runtime::Builder::new_multi_thread()
+    if args.iter().any(|a| a == "--api") {
+        let app = Router::new()
+            .route("/api/v10/webhooks/{id}/{token}", post(execute))
+            .route("/stats", get(stats))
+            .with_state(Arc::new(Api::default()));
+        return common::serve_in_child(app, "127.0.0.1");
+    }
+    let api = common::ChildServer::start(&["--api"]);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("bench.sqlite");
+    let config_path = dir.path().join("config.toml");
+    let discord = format!("[discord]\napi_url = \"{}\"\n", api.base());
+    std::fs::write(&config_path, common::binary_config(&db, &discord)).unwrap();
+    tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .unwrap();
-    rt.block_on(async {
-        let api = Arc::new(Api::default());
-        let app = Router::new().route("/api/v10/webhooks/{id}/{token}", post(execute)).with_state(api.clone());
-        let base = common::serve(app).await;
-
-        let dir = tempfile::tempdir().unwrap();
-        let config = common::config(dir.path(), &format!("[discord]\napi_url = \"{base}\"\n"));
-        let (store, digest) = common::fixture(&config).await;
-        let addresses: Vec<Address> = (0..500u64)
-            .map(|i| Address::parse(&format!("discord:https://discord.com/api/webhooks/{}/tok{i}", 100_000_000_000_000_000 + i)).unwrap())
-            .collect();
-        let all = Filter::default();
-        let rows: Vec<NewSubscriber> = addresses
-            .iter()
-            .map(|a| NewSubscriber { address: a, filter: &all, language: "en", status: &Status::Active, notify_empty: false })
-            .collect();
-        store.add_subscribers(&rows, Utc::now()).await.unwrap();
-        let engine = Arc::new(Engine::new(store.clone(), &config, Arc::new(Metrics::default())).unwrap());
-        engine.plan(&digest).await.unwrap();
-        let (_tx, rx) = tokio::sync::watch::channel(false);
-        let t = Instant::now();
-        engine.run(Until::Idle { max_wait: Duration::from_secs(30) }, rx).await.unwrap();
-        let elapsed = t.elapsed().as_secs_f64();
-        let ok = api.delivered.total();
-        let per_key = api.delivered.per_key();
-        let rate = api.delivered.sustained_rate();
-        let budget_rate = api.delivered.budget_limited_rate();
-        println!(
-            "discord: {ok} webhook messages to {} webhooks ({}..={} each) in {elapsed:.1} s; first to last {rate:.1} req/s ({:.1}% of 50/s); until every webhook had begun {budget_rate:.1} req/s = {:.1}% of the 50/s permitted (target >= 97%); 429s in the first window {}, after it {} (target 0)",
-            per_key.len(),
-            per_key.iter().min().unwrap(),
-            per_key.iter().max().unwrap(),
-            rate / 50.0 * 100.0,
-            budget_rate / 50.0 * 100.0,
-            api.early_429s.load(Ordering::Relaxed),
-            api.late_429s.load(Ordering::Relaxed)
-        );
-        println!("discord: peak RSS {:.0} MiB", common::peak_rss_mib());
-    });
+        .unwrap()
+        .block_on(async {
+            let store = Store::open(&db).await.unwrap();
+            let addresses: Vec<Address> = (0..WEBHOOKS)
+                .map(|i| {
+                    Address::parse(&format!(
+                        "discord:https://discord.com/api/webhooks/{}/tok{i}",
+                        100_000_000_000_000_000 + i
+                    ))
+                    .unwrap()
+                })
+                .collect();
+            common::add_readers_of_everything(&store, &addresses).await;
+            store.close().await;
+        });
+    let elapsed = common::run_once(&config_path);
+    let s: serde_json::Value = api.json("/stats");
+    let rate = s["sustained"].as_f64().unwrap_or(0.0);
+    let budget_rate = s["until_all_begun"].as_f64().unwrap_or(0.0);
+    println!(
+        "discord (release binary, run --once): {} webhook messages to {} webhooks ({}..={} each) in {elapsed:.1} s wall; first to last {rate:.1} req/s ({:.1}% of 50/s); until every webhook had begun {budget_rate:.1} req/s = {:.1}% of the 50/s permitted (target >= 97%); 429s in the first window {}, after it {} (target 0)",
+        s["messages"],
+        s["webhooks"],
+        s["fewest"],
+        s["most"],
+        rate / 50.0 * 100.0,
+        budget_rate / 50.0 * 100.0,
+        s["early_429s"],
+        s["late_429s"]
+    );
 }

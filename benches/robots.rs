@@ -14,8 +14,6 @@
 mod common;
 
 use std::collections::HashMap;
-use std::io::BufRead;
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -157,30 +155,21 @@ async fn stats(State(api): State<Arc<Api>>) -> axum::Json<serde_json::Value> {
     }))
 }
 
-/// `--api`: the platforms' loopback API; prints its port, serves until killed.
+/// `--api`: the platforms' loopback API, in a process of its own.
 fn run_api() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let api = Arc::new(Api {
-            started: Instant::now(),
-            arrivals: Mutex::default(),
-            refused: AtomicUsize::default(),
-        });
-        let app = Router::new()
-            .route("/open-apis/bot/v2/hook/{token}", post(feishu))
-            .route("/robot/send", post(dingtalk))
-            .route("/cgi-bin/webhook/send", post(wecom))
-            .route("/services/{t}/{b}/{s}", post(slack))
-            .route("/stats", get(stats))
-            .with_state(api);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        println!("{}", listener.local_addr().unwrap().port());
-        axum::serve(listener, app).await.unwrap();
+    let api = Arc::new(Api {
+        started: Instant::now(),
+        arrivals: Mutex::default(),
+        refused: AtomicUsize::default(),
     });
+    let app = Router::new()
+        .route("/open-apis/bot/v2/hook/{token}", post(feishu))
+        .route("/robot/send", post(dingtalk))
+        .route("/cgi-bin/webhook/send", post(wecom))
+        .route("/services/{t}/{b}/{s}", post(slack))
+        .route("/stats", get(stats))
+        .with_state(api);
+    common::serve_in_child(app, "127.0.0.1");
 }
 
 /// The spacing kdigest keeps between two messages to one robot by default (ms): Feishu and
@@ -202,16 +191,8 @@ fn main() {
     if args.iter().any(|a| a == "--api") {
         return run_api();
     }
-    let mut api = Command::new(std::env::current_exe().unwrap())
-        .arg("--api")
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufReader::new(api.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let base = format!("http://127.0.0.1:{}", line.trim());
+    let api = common::ChildServer::start(&["--api"]);
+    let base = api.base();
 
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("bench.sqlite");
@@ -243,20 +224,9 @@ fn main() {
         store.close().await;
     });
 
-    let started = Instant::now();
-    let status = common::spawn_run_once(&config_path).wait().unwrap();
-    let wall = started.elapsed().as_secs_f64();
-    assert!(status.success(), "kdigest run --once failed: {status}");
-    let stats: serde_json::Value = rt.block_on(async {
-        reqwest::get(format!("{base}/stats"))
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap()
-    });
-    api.kill().unwrap();
-    let _ = api.wait();
+    let wall = common::run_once(&config_path);
+    let stats: serde_json::Value = api.json("/stats");
+    drop(api);
     let sent = rt.block_on(async {
         let store = Store::open(&db).await.unwrap();
         let counts = store

@@ -1,8 +1,10 @@
 //! `cargo bench --bench telegram`: Telegram fan-out of a three-message digest to 1,000
-//! chats against a loopback Bot API that enforces 30 messages/s overall (any one-second
-//! window) and 1/s per chat, answering 429 with retry_after beyond that. A real digest is
-//! several messages per chat: the per-chat gap is what a one-message bench cannot see.
-//! Reports the sustained rate, 429s provoked, the shortest gap within a chat, duplicates.
+//! chats through the release binary (`kdigest run --once` of the sample day) against a
+//! loopback Bot API in another process (this binary started again with `--api`) that
+//! enforces 30 messages/s overall (any one-second window) and 1/s per chat, answering 429
+//! with retry_after beyond that. A real digest is several messages per chat: the per-chat
+//! gap is what a one-message bench cannot see. Reports the sustained rate, 429s provoked,
+//! the shortest gap within a chat, duplicates.
 
 mod common;
 
@@ -15,14 +17,14 @@ use axum::Json;
 use axum::Router;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
-use chrono::Utc;
-use kdigest::deliver::engine::{Engine, Until};
-use kdigest::metrics::Metrics;
+use axum::routing::{get, post};
 use kdigest::model::{Filter, Score};
-use kdigest::store::NewSubscriber;
-use kdigest::subscriber::{Address, Status};
+use kdigest::store::Store;
+use kdigest::subscriber::Address;
 use serde_json::{Value, json};
+
+const CHATS: i64 = 1_000;
+const TOKEN_ENV: &str = "KDIGEST_BENCH_TG_TOKEN";
 
 #[derive(Default)]
 struct Api {
@@ -36,9 +38,12 @@ struct Api {
 
 async fn send(
     State(api): State<Arc<Api>>,
-    Path((_bot, _method)): Path<(String, String)>,
+    Path((_bot, method)): Path<(String, String)>,
     Json(body): Json<Value>,
 ) -> Response {
+    if !method.eq_ignore_ascii_case("sendMessage") {
+        return Json(json!({"ok": false, "error_code": 404, "description": "Not Found: the bench serves sendMessage only"})).into_response();
+    }
     let chat = body["chat_id"].as_i64().unwrap_or(0);
     let now = Instant::now();
     let too_many = || {
@@ -81,54 +86,85 @@ async fn send(
         .into_response()
 }
 
+async fn stats(State(api): State<Arc<Api>>) -> Json<Value> {
+    let per_key = api.delivered.per_key();
+    Json(json!({
+        "messages": api.delivered.total(),
+        "chats": per_key.len(),
+        "most_per_chat": per_key.iter().max().copied().unwrap_or(0),
+        "duplicates": per_key.iter().map(|n| n.saturating_sub(3)).sum::<usize>(),
+        "sustained": api.delivered.sustained_rate(),
+        "until_all_begun": api.delivered.budget_limited_rate(),
+        "rejected": api.rejected.load(Ordering::Relaxed),
+        "min_gap_ms": api.min_gap.lock().unwrap().unwrap_or_default().as_secs_f64() * 1e3,
+    }))
+}
+
 fn main() {
-    if std::env::args().any(|a| a == "--test") {
+    let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--test") {
         return;
     }
-    let rt = tokio::runtime::Builder::new_multi_thread()
+    if args.iter().any(|a| a == "--api") {
+        let app = Router::new()
+            .route("/{bot}/{method}", post(send))
+            .route("/stats", get(stats))
+            .with_state(Arc::new(Api::default()));
+        return common::serve_in_child(app, "127.0.0.1");
+    }
+    let api = common::ChildServer::start(&["--api"]);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("bench.sqlite");
+    let config_path = dir.path().join("config.toml");
+    let telegram = format!(
+        "[telegram]\napi_url = \"{}\"\ntoken_env = \"{TOKEN_ENV}\"\n",
+        api.base()
+    );
+    std::fs::write(&config_path, common::binary_config(&db, &telegram)).unwrap();
+    // The binary reads the token from the environment it inherits.
+    unsafe { std::env::set_var(TOKEN_ENV, "123:bench") };
+    let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     rt.block_on(async {
-        let api = Arc::new(Api::default());
-        let app = Router::new().route("/{bot}/{method}", post(send)).with_state(api.clone());
-        let base = common::serve(app).await;
-
-        let dir = tempfile::tempdir().unwrap();
-        unsafe { std::env::set_var("KDIGEST_BENCH_TG_TOKEN", "123:bench") };
-        let config = common::config(dir.path(), &format!("[telegram]\napi_url = \"{base}\"\ntoken_env = \"KDIGEST_BENCH_TG_TOKEN\"\n"));
-        let (store, digest) = common::fixture(&config).await;
-        // The lowest threshold whose zh-CN digest is three Telegram messages.
+        // The lowest threshold whose zh-CN digest is three Telegram messages, read from
+        // the same day generated here (the binary generates it again).
+        let scratch = tempfile::tempdir().unwrap();
+        let (scratch_store, digest) = common::fixture(&common::config(scratch.path(), "")).await;
+        scratch_store.close().await;
         let cache = kdigest::deliver::RenderCache::new(None);
         let filter = (0..100)
-            .map(|t| Filter { layers: Default::default(), min_score: Score::from_f64(f64::from(t)), boost: None })
-            .find(|f| cache.messages(&digest, f, "zh-CN", kdigest::subscriber::Channel::Telegram).unwrap().len() == 3)
+            .map(|t| Filter {
+                layers: Default::default(),
+                min_score: Score::from_f64(f64::from(t)),
+                boost: None,
+            })
+            .find(|f| {
+                cache
+                    .messages(&digest, f, "zh-CN", kdigest::subscriber::Channel::Telegram)
+                    .unwrap()
+                    .len()
+                    == 3
+            })
             .expect("some threshold gives three messages");
-        let addresses: Vec<Address> = (1..=1000).map(Address::Telegram).collect();
-        let rows: Vec<NewSubscriber> = addresses
-            .iter()
-            .map(|a| NewSubscriber { address: a, filter: &filter, language: "zh-CN", status: &Status::Active, notify_empty: false })
-            .collect();
-        store.add_subscribers(&rows, Utc::now()).await.unwrap();
-        let engine = Arc::new(Engine::new(store.clone(), &config, Arc::new(Metrics::default())).unwrap());
-        engine.plan(&digest).await.unwrap();
-        let (_tx, rx) = tokio::sync::watch::channel(false);
-        let t = Instant::now();
-        engine.run(Until::Idle { max_wait: Duration::from_secs(60) }, rx).await.unwrap();
-        let elapsed = t.elapsed().as_secs_f64();
-        let ok = api.delivered.total();
-        let per_key = api.delivered.per_key();
-        let duplicates: usize = per_key.iter().map(|n| n.saturating_sub(3)).sum();
-        println!(
-            "telegram: {ok} messages to {} chats ({} each) in {elapsed:.1} s; sustained {:.2} msg/s first to last (target >= 29), {:.2} msg/s until every chat had begun; 429s provoked {} (target 0); shortest gap in one chat {:.0} ms; duplicates beyond the digest {duplicates}; chats missing {}",
-            per_key.len(),
-            per_key.iter().max().unwrap_or(&0),
-            api.delivered.sustained_rate(),
-            api.delivered.budget_limited_rate(),
-            api.rejected.load(Ordering::Relaxed),
-            api.min_gap.lock().unwrap().unwrap_or_default().as_secs_f64() * 1e3,
-            1000 - per_key.len()
-        );
-        println!("telegram: peak RSS {:.0} MiB", common::peak_rss_mib());
+        let store = Store::open(&db).await.unwrap();
+        let addresses: Vec<Address> = (1..=CHATS).map(Address::Telegram).collect();
+        common::add_readers(&store, &addresses, &filter, "zh-CN").await;
+        store.close().await;
     });
+    let elapsed = common::run_once(&config_path);
+    let s: Value = api.json("/stats");
+    println!(
+        "telegram (release binary, run --once): {} messages to {} chats ({} each) in {elapsed:.1} s wall; sustained {:.2} msg/s first to last (target >= 29), {:.2} msg/s until every chat had begun; 429s provoked {} (target 0); shortest gap in one chat {:.0} ms; duplicates beyond the digest {}; chats missing {}",
+        s["messages"],
+        s["chats"],
+        s["most_per_chat"],
+        s["sustained"].as_f64().unwrap_or(0.0),
+        s["until_all_begun"].as_f64().unwrap_or(0.0),
+        s["rejected"],
+        s["min_gap_ms"].as_f64().unwrap_or(0.0),
+        s["duplicates"],
+        CHATS - s["chats"].as_i64().unwrap_or(0)
+    );
 }

@@ -23,7 +23,6 @@
 mod common;
 
 use std::collections::HashMap;
-use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -149,30 +148,22 @@ async fn ids(State(r): State<Arc<Receiver>>) -> axum::Json<HashMap<usize, Vec<St
 }
 
 fn run_receiver(paused: Option<usize>, limit: Option<usize>) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let r = Arc::new(Receiver {
-            started: Instant::now(),
-            paused,
-            limit,
-            window: Default::default(),
-            rejected: Default::default(),
-            arrivals: Mutex::new(HashMap::new()),
-            ids: Mutex::new(HashMap::new()),
-            first_429: Mutex::new(None),
-        });
-        let app = Router::new()
-            .route("/h/{i}", post(receive))
-            .route("/stats", get(stats))
-            .route("/ids", get(ids))
-            .with_state(r);
-        let listener = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();
-        println!("{}", listener.local_addr().unwrap().port());
-        axum::serve(listener, app).await.unwrap();
+    let r = Arc::new(Receiver {
+        started: Instant::now(),
+        paused,
+        limit,
+        window: Default::default(),
+        rejected: Default::default(),
+        arrivals: Mutex::new(HashMap::new()),
+        ids: Mutex::new(HashMap::new()),
+        first_429: Mutex::new(None),
     });
+    let app = Router::new()
+        .route("/h/{i}", post(receive))
+        .route("/stats", get(stats))
+        .route("/ids", get(ids))
+        .with_state(r);
+    common::serve_in_child(app, "0.0.0.0");
 }
 
 /// The loopback address of destination `i`: 127.0.x.y with y in 1..=250.
@@ -220,22 +211,10 @@ impl Scenario {
     }
 }
 
-/// Starts the receiver process (this binary with `--receiver`); returns it and its port.
-fn start_receiver(paused: Option<usize>, limit: Option<usize>) -> (std::process::Child, u16) {
-    let mut receiver = Command::new(std::env::current_exe().unwrap())
-        .arg("--receiver")
-        .arg(paused.map_or("none".to_string(), |p| p.to_string()))
-        .arg(limit.map_or("none".to_string(), |p| p.to_string()))
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(receiver.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    (receiver, line.trim().parse().unwrap())
+/// Starts the receiver process (this binary with `--receiver`).
+fn start_receiver(paused: Option<usize>, limit: Option<usize>) -> common::ChildServer {
+    let arg = |v: Option<usize>| v.map_or("none".to_string(), |p| p.to_string());
+    common::ChildServer::start(&["--receiver", &arg(paused), &arg(limit)])
 }
 
 /// A configuration and store in `dir` with `destinations` webhook readers of everything
@@ -278,38 +257,15 @@ fn prepare(dir: &std::path::Path, scenario: &Scenario, port: u16) -> std::path::
     config_path
 }
 
-/// GET `path` of the receiver on `port`, as JSON.
-fn receiver_json<T: serde::de::DeserializeOwned>(port: u16, path: &str) -> T {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        reqwest::get(format!("http://127.0.0.1:{port}{path}"))
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap()
-    })
-}
-
-fn receiver_stats(port: u16) -> serde_json::Value {
-    receiver_json(port, "/stats")
-}
-
 fn one_run(scenario: Scenario) -> Run {
-    let (mut receiver, port) = start_receiver(scenario.paused, scenario.limit);
+    let receiver = start_receiver(scenario.paused, scenario.limit);
+    let port = receiver.port;
     let dir = tempfile::tempdir().unwrap();
     let config_path = prepare(dir.path(), &scenario, port);
-    let t = Instant::now();
-    let status = common::spawn_run_once(&config_path).wait().unwrap();
-    let wall_s = t.elapsed().as_secs_f64();
-    assert!(status.success(), "kdigest run --once failed: {status}");
-    let stats = receiver_stats(port);
-    let ids = receiver_json(port, "/ids");
-    receiver.kill().unwrap();
-    let _ = receiver.wait();
+    let wall_s = common::run_once(&config_path);
+    let stats: serde_json::Value = receiver.json("/stats");
+    let ids = receiver.json("/ids");
+    drop(receiver);
     let first = stats["others_first_ms"].as_f64().unwrap();
     let last = stats["others_last_ms"].as_f64().unwrap();
     let others = stats["others"].as_f64().unwrap();
@@ -339,7 +295,8 @@ fn kill9_runs(runs: usize) {
     let (mut lost, mut repeats, mut most_repeats, mut foreign_ids) = (0, 0, 0, 0);
     for run in 1..=runs {
         let scenario = Scenario::many();
-        let (mut receiver, port) = start_receiver(None, None);
+        let receiver = start_receiver(None, None);
+        let port = receiver.port;
         let dir = tempfile::tempdir().unwrap();
         let config_path = prepare(dir.path(), &scenario, port);
         // Anywhere from the pipeline (before any delivery) to the end of the fan-out (the
@@ -350,15 +307,16 @@ fn kill9_runs(runs: usize) {
         let finished_first = victim.try_wait().unwrap().is_some();
         let _ = victim.kill(); // SIGKILL
         let _ = victim.wait();
-        let before = receiver_stats(port)["destinations"].as_u64().unwrap_or(0);
+        let before = receiver.json::<serde_json::Value>("/stats")["destinations"]
+            .as_u64()
+            .unwrap_or(0);
         let status = common::spawn_run_once(&config_path).wait().unwrap();
         assert!(
             status.success(),
             "run {run}: the second run --once failed: {status}"
         );
-        let stats = receiver_stats(port);
-        receiver.kill().unwrap();
-        let _ = receiver.wait();
+        let stats: serde_json::Value = receiver.json("/stats");
+        drop(receiver);
         let reached = stats["destinations"].as_u64().unwrap() as usize;
         let dup = stats["duplicates"].as_u64().unwrap() as usize;
         let another = stats["repeats_with_another_id"].as_u64().unwrap() as usize;

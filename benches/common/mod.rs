@@ -58,6 +58,15 @@ pub fn spawn_run_once(config: &std::path::Path) -> std::process::Child {
         .unwrap()
 }
 
+/// [`spawn_run_once`] to its end; panics unless it succeeded. Returns its wall time (s).
+#[allow(dead_code)]
+pub fn run_once(config: &std::path::Path) -> f64 {
+    let t = std::time::Instant::now();
+    let status = spawn_run_once(config).wait().unwrap();
+    assert!(status.success(), "kdigest run --once failed: {status}");
+    t.elapsed().as_secs_f64()
+}
+
 /// The store and the fixture day's digest (2026-10-28) for `config`.
 #[allow(dead_code)]
 pub async fn fixture(
@@ -146,14 +155,24 @@ pub async fn add_readers_of_everything(
     store: &kdigest::store::Store,
     addresses: &[kdigest::subscriber::Address],
 ) {
-    let all = kdigest::model::Filter::default();
+    add_readers(store, addresses, &kdigest::model::Filter::default(), "en").await;
+}
+
+/// Active readers at `addresses`, each with `filter` and `language`.
+#[allow(dead_code)]
+pub async fn add_readers(
+    store: &kdigest::store::Store,
+    addresses: &[kdigest::subscriber::Address],
+    filter: &kdigest::model::Filter,
+    language: &str,
+) {
     let active = kdigest::subscriber::Status::Active;
     let rows: Vec<kdigest::store::NewSubscriber> = addresses
         .iter()
         .map(|a| kdigest::store::NewSubscriber {
             address: a,
-            filter: &all,
-            language: "en",
+            filter,
+            language,
             status: &active,
             notify_empty: false,
         })
@@ -255,4 +274,68 @@ pub async fn subscriber_ids(
         .enumerate()
         .map(|(i, a)| (i, by_address[&a.to_string()]))
         .collect()
+}
+
+/// A bench's receiver or mock API in a process of its own, as in production the receivers
+/// are not in kdigest's process: this bench binary started again with `args`, which
+/// serves with [`serve_in_child`] and prints its port first. Killed when dropped.
+#[allow(dead_code)]
+pub struct ChildServer {
+    child: std::process::Child,
+    pub port: u16,
+}
+
+#[allow(dead_code)]
+impl ChildServer {
+    pub fn start(args: &[&str]) -> ChildServer {
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        let port = line.trim().parse().unwrap();
+        ChildServer { child, port }
+    }
+
+    pub fn base(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// GET `path` as JSON; from synchronous code (it runs a runtime of its own).
+    pub fn json<T: serde::de::DeserializeOwned>(&self, path: &str) -> T {
+        let url = format!("{}{path}", self.base());
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(async { reqwest::get(url).await.unwrap().json().await.unwrap() })
+    }
+}
+
+impl Drop for ChildServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// In the child of a [`ChildServer`]: serves `app` on a free port of `ip` (0.0.0.0 reaches
+/// every 127.x.y.z), prints the port, and serves until killed.
+#[allow(dead_code)]
+pub fn serve_in_child(app: axum::Router, ip: &str) {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            let listener = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
+            println!("{}", listener.local_addr().unwrap().port());
+            axum::serve(listener, app).await.unwrap();
+        });
 }
