@@ -359,15 +359,22 @@ async fn breaking_and_behaviour_changes_lead_why_it_matters_and_name_the_watch_i
         );
     }
     // A patch release without such a section keeps the plain line, and no line ever has an
-    // empty layer list in it.
+    // empty layer list in it. Its summary already quotes the first two fixes, so the line
+    // quotes the next one: no sentence is quoted twice in one event.
     let patch = event("CUTLASS 4.4.2");
     assert!(
         patch
             .why_it_matters
-            .starts_with("修复：「CuTe DSL: fixed a JIT cache collision"),
+            .starts_with("修复：「Fixed a build failure with GCC 14"),
         "{}",
         patch.why_it_matters
     );
+    assert!(
+        patch
+            .summary
+            .contains("CuTe DSL: fixed a JIT cache collision")
+    );
+    assert!(!patch.summary.contains("Fixed a build failure with GCC 14"));
     // A patch that fixes wrong results says so, marked, and its watch item says to upgrade.
     let fix = event("PyTorch 2.9.1 Release, bug fix release");
     assert!(
