@@ -53,9 +53,32 @@ pub struct Labels {
     /// it): each group must end up in one event.
     #[serde(default)]
     pub same_story: Vec<Vec<String>>,
+    /// The lead a second editor chose, blind to `lead` and to kdigest's scores. It is not a
+    /// gate: it measures how often two editors agree, the ceiling any lead rule can reach
+    /// against one editor's labels.
+    #[serde(default)]
+    pub second_lead: Vec<String>,
 }
 
 impl Labels {
+    /// Whether `url` names the labelled lead's story: a lead link, or a link run as one
+    /// story with one.
+    fn is_lead_story(&self, url: &str) -> bool {
+        let key = link_key(url);
+        let leads: BTreeSet<String> = self.lead.iter().map(|u| link_key(u)).collect();
+        leads.contains(&key)
+            || self.same_story.iter().any(|group| {
+                let group: BTreeSet<String> = group.iter().map(|u| link_key(u)).collect();
+                group.contains(&key) && !group.is_disjoint(&leads)
+            })
+    }
+
+    /// Whether the two editors chose the same story to lead; None without a second editor.
+    pub fn editors_agree(&self) -> Option<bool> {
+        (!self.second_lead.is_empty())
+            .then(|| self.second_lead.iter().any(|u| self.is_lead_story(u)))
+    }
+
     /// The relevant labels and the optional links, by normalised link.
     fn by_link(&self) -> (HashMap<String, &Relevant>, BTreeSet<String>) {
         let relevant = self
@@ -160,6 +183,10 @@ pub struct DayReport {
     pub name: String,
     pub counts: Counts,
     pub lead_right: bool,
+    /// Whether the lead is the second editor's choice; None when the day has none.
+    pub second_lead_right: Option<bool>,
+    /// Whether the two editors agree on the lead; None without a second editor.
+    pub editors_agree: Option<bool>,
     /// The title of the event that leads, if any is eligible.
     pub lead: Option<String>,
     /// One line per miss, wrong selection, layer error or wrong lead.
@@ -273,6 +300,7 @@ fn check_labels(day: &Day, items: &[Item]) -> anyhow::Result<()> {
         .map(|r| &r.url)
         .chain(labels.optional.iter().map(|o| &o.url))
         .chain(&labels.lead)
+        .chain(&labels.second_lead)
     {
         if !known.contains(&link_key(url)) {
             problems.push(format!("{url} is not an item in the window"));
@@ -395,16 +423,21 @@ pub fn evaluate(loaded: &Loaded, model: &Model) -> DayReport {
             ));
         }
     }
-    let leads: BTreeSet<String> = labels.lead.iter().map(|u| link_key(u)).collect();
     let top = eligible.first();
-    let lead_right = match top {
-        Some(c) => c
-            .event
-            .items
-            .iter()
-            .any(|i| leads.contains(&link_key(&i.url))),
-        None => leads.is_empty(),
+    let holds_one_of = |links: &[String]| {
+        let links: BTreeSet<String> = links.iter().map(|u| link_key(u)).collect();
+        match top {
+            Some(c) => c
+                .event
+                .items
+                .iter()
+                .any(|i| links.contains(&link_key(&i.url))),
+            None => links.is_empty(),
+        }
     };
+    let lead_right = holds_one_of(&labels.lead);
+    let second_lead_right =
+        (!labels.second_lead.is_empty()).then(|| holds_one_of(&labels.second_lead));
     if !lead_right {
         let want: Vec<String> = labels
             .lead
@@ -445,6 +478,8 @@ pub fn evaluate(loaded: &Loaded, model: &Model) -> DayReport {
         name: day.name.clone(),
         counts,
         lead_right,
+        second_lead_right,
+        editors_agree: labels.editors_agree(),
         lead: top.map(|c| c.event.primary().title.clone()),
         errors,
     }
@@ -566,6 +601,7 @@ pub fn table(out: &mut String, title: &str, days: &[DayReport]) -> (Counts, usiz
             total.stories_joined, total.stories
         );
     }
+    second_editor(out, days);
     (total, leads_right)
 }
 
@@ -581,6 +617,25 @@ pub fn errors(out: &mut String, title: &str, days: &[DayReport]) {
             let _ = writeln!(out, "  - {e}");
         }
     }
+}
+
+/// On the days a second editor chose a lead blind: how often the two editors agree (the
+/// ceiling for any lead rule judged against one of them), how often the lead is the second
+/// editor's, and how often it is either editor's.
+fn second_editor(out: &mut String, days: &[DayReport]) {
+    let judged: Vec<&DayReport> = days.iter().filter(|d| d.editors_agree.is_some()).collect();
+    if judged.is_empty() {
+        return;
+    }
+    let count = |f: &dyn Fn(&DayReport) -> bool| judged.iter().filter(|d| f(d)).count();
+    let _ = writeln!(
+        out,
+        "second editor (blind), {} days: the editors agree on {}; the lead is the second editor's on {}, either editor's on {}",
+        judged.len(),
+        count(&|d| d.editors_agree == Some(true)),
+        count(&|d| d.second_lead_right == Some(true)),
+        count(&|d| d.lead_right || d.second_lead_right == Some(true)),
+    );
 }
 
 /// What falls short of the gates, in words; empty when they hold.
@@ -692,5 +747,34 @@ mod tests {
         };
         // p = 0.75, r = 0.6
         assert!((c.layer_f1() - 2.0 * 0.75 * 0.6 / 1.35).abs() < 1e-9);
+    }
+
+    #[test]
+    fn editors_agree_on_a_story_not_only_on_a_link() {
+        let labels = |second: &str| -> Labels {
+            toml::from_str(&format!(
+                r#"about = "x"
+lead = ["https://github.com/o/p/releases/tag/v2.0.0"]
+second_lead = [{second}]
+same_story = [["https://github.com/o/p/releases/tag/v2.0.0", "https://p.dev/blog/p-2-0"]]
+"#
+            ))
+            .unwrap()
+        };
+        // The same link, or the post run as one story with the labelled release: agreement.
+        assert_eq!(
+            labels(r#""https://github.com/o/p/releases/tag/v2.0.0""#).editors_agree(),
+            Some(true)
+        );
+        assert_eq!(
+            labels(r#""https://p.dev/blog/p-2-0/""#).editors_agree(),
+            Some(true)
+        );
+        // Another story: disagreement; no second editor: nothing to say.
+        assert_eq!(
+            labels(r#""https://arxiv.org/abs/2411.1""#).editors_agree(),
+            Some(false)
+        );
+        assert_eq!(labels("").editors_agree(), None);
     }
 }

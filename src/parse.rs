@@ -461,11 +461,13 @@ pub fn release_level(url: &str, title: &str) -> ReleaseLevel {
         .get(3)
         .and_then(|m| m.as_str().parse().ok())
         .unwrap_or(0);
-    // Semver: below 1.0 every place moves up one (0.y is breaking, 0.y.z adds features, as
-    // Cargo reads it), so JAX 0.4.35 is a feature release, not a patch.
+    // Below 1.0 a project bumps 0.y as its routine feature release (vLLM, JAX and their
+    // kin every few weeks), so 0.y.0 is a minor release and 0.y.z (z > 0) counts as one too:
+    // JAX 0.4.35 adds features. What such a release breaks is read from its notes, not
+    // guessed from the number; only 1.0 and later majors are major.
     match (major, minor, patch) {
         (0, 0, _) => ReleaseLevel::Patch,
-        (0, _, 0) => ReleaseLevel::Major,
+        (0, _, 0) => ReleaseLevel::Minor,
         (0, _, _) => ReleaseLevel::Minor,
         (_, 0, 0) => ReleaseLevel::Major,
         (_, _, 0) => ReleaseLevel::Minor,
@@ -598,10 +600,14 @@ mod tests {
             ReleaseLevel::Nightly
         );
         assert_eq!(release_level("", "CUDA 13.0 released"), ReleaseLevel::Major);
-        // Below 1.0 each place moves up one.
+        // Below 1.0 the 0.y.0 bump is the routine feature release: minor, like 0.y.z.
         assert_eq!(
             release_level(&url("jax-v0.5.0"), "JAX v0.5.0"),
-            ReleaseLevel::Major
+            ReleaseLevel::Minor
+        );
+        assert_eq!(
+            release_level(&url("v0.18.0"), "vllm-ascend v0.18.0"),
+            ReleaseLevel::Minor
         );
         assert_eq!(
             release_level(&url("jax-v0.4.35"), "JAX v0.4.35"),

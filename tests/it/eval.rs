@@ -64,6 +64,17 @@ fn eval_holds_its_cross_validated_floor() {
         .find_map(|t| t.split_once('/'))
         .unwrap();
     assert_eq!(a, b, "{joined}");
+    // A second editor chose a lead for every day, blind (tests/fixtures/eval/SECOND_EDITOR.md):
+    // the two agree on 13 of 16, the ceiling against which the lead figure is read.
+    let second = stdout
+        .lines()
+        .rev()
+        .find(|l| l.starts_with("second editor (blind)"))
+        .expect("the second editor's line is printed");
+    assert!(
+        second.contains("16 days: the editors agree on 13;"),
+        "{second}"
+    );
 }
 
 #[test]
