@@ -98,6 +98,10 @@ pub struct Relevant {
     pub title: String,
     pub layers: Vec<String>,
     pub why: String,
+    /// The layers a second annotator gave the item, blind to `layers` and to kdigest
+    /// (SECOND_EDITOR.md): not a gate, the measure of how far two people agree.
+    #[serde(default)]
+    pub second_layers: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -130,6 +134,39 @@ pub struct Counts {
     /// `same_story` groups, and those that came out as one event.
     pub stories: usize,
     pub stories_joined: usize,
+    /// kdigest's layers against the second annotator's, and the second annotator's
+    /// against the first (the labels), on the items that have both.
+    pub second: LayerTally,
+    pub editors: LayerTally,
+}
+
+/// (item, layer) pairs: found in both, only in the one judged, only in the reference.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct LayerTally {
+    pub tp: usize,
+    pub fp: usize,
+    pub fn_: usize,
+}
+
+impl LayerTally {
+    fn count(&mut self, reference: &BTreeSet<&str>, judged: &BTreeSet<&str>) {
+        let tp = reference.intersection(judged).count();
+        self.tp += tp;
+        self.fp += judged.len() - tp;
+        self.fn_ += reference.len() - tp;
+    }
+
+    fn add(&mut self, o: &LayerTally) {
+        self.tp += o.tp;
+        self.fp += o.fp;
+        self.fn_ += o.fn_;
+    }
+
+    /// Micro-F1; None when nothing was counted.
+    pub fn f1(&self) -> Option<f64> {
+        (self.tp + self.fp + self.fn_ > 0)
+            .then(|| 2.0 * self.tp as f64 / (2 * self.tp + self.fp + self.fn_) as f64)
+    }
 }
 
 impl Counts {
@@ -165,6 +202,8 @@ impl Counts {
         self.layer_fn += o.layer_fn;
         self.stories += o.stories;
         self.stories_joined += o.stories_joined;
+        self.second.add(&o.second);
+        self.editors.add(&o.editors);
     }
 }
 
@@ -307,7 +346,7 @@ fn check_labels(day: &Day, items: &[Item]) -> anyhow::Result<()> {
         }
     }
     for r in &labels.relevant {
-        for l in &r.layers {
+        for l in r.layers.iter().chain(r.second_layers.iter().flatten()) {
             if !layer_names.contains(l.as_str()) {
                 problems.push(format!("{}: unknown layer {l}", r.url));
             }
@@ -413,6 +452,11 @@ pub fn evaluate(loaded: &Loaded, model: &Model) -> DayReport {
         counts.layer_tp += tp;
         counts.layer_fp += got.len() - tp;
         counts.layer_fn += want.len() - tp;
+        if let Some(second) = &label.second_layers {
+            let second: BTreeSet<&str> = second.iter().map(String::as_str).collect();
+            counts.second.count(&second, &got);
+            counts.editors.count(&want, &second);
+        }
         if want != got {
             errors.push(format!(
                 "layers of {}: labelled [{}], got [{}] (phrases: {})",
@@ -602,6 +646,12 @@ pub fn table(out: &mut String, title: &str, days: &[DayReport]) -> (Counts, usiz
         );
     }
     second_editor(out, days);
+    if let (Some(editors), Some(second)) = (total.editors.f1(), total.second.f1()) {
+        let _ = writeln!(
+            out,
+            "second annotator (blind), layers: the annotators agree at micro-F1 {editors:.3}; kdigest against the second annotator {second:.3}"
+        );
+    }
     (total, leads_right)
 }
 
@@ -776,5 +826,18 @@ same_story = [["https://github.com/o/p/releases/tag/v2.0.0", "https://p.dev/blog
             Some(false)
         );
         assert_eq!(labels("").editors_agree(), None);
+    }
+
+    #[test]
+    fn layer_tallies_count_pairs_and_say_nothing_when_empty() {
+        let mut t = LayerTally::default();
+        assert_eq!(t.f1(), None);
+        let set = |l: &[&'static str]| l.iter().copied().collect::<BTreeSet<&str>>();
+        t.count(
+            &set(&["runtime", "kernel_codegen"]),
+            &set(&["runtime", "benchmark"]),
+        );
+        assert_eq!((t.tp, t.fp, t.fn_), (1, 1, 1));
+        assert_eq!(t.f1(), Some(0.5));
     }
 }
