@@ -14,7 +14,8 @@ use tokio::sync::watch;
 use crate::config::{Config, Secret};
 use crate::deliver::engine::{Engine, Until};
 use crate::digest;
-use crate::metrics::Metrics;
+use crate::instance::host_name;
+use crate::metrics::{DATABASE_GONE, Metrics};
 use crate::model::Window;
 use crate::pipeline;
 use crate::schedule::{next_run, previous_run};
@@ -34,15 +35,6 @@ pub struct LeaseHeld {
 
 /// `--once`: how long to wait for retries that are due soon before exiting.
 const ONCE_MAX_WAIT: Duration = Duration::from_secs(60);
-
-pub fn host_name() -> String {
-    std::fs::read_to_string("/etc/hostname")
-        .ok()
-        .map(|h| h.trim().to_string())
-        .filter(|h| !h.is_empty())
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "localhost".into())
-}
 
 fn holder_id() -> String {
     format!("{}:{}", host_name(), std::process::id())
@@ -362,7 +354,7 @@ impl Instance<'_> {
         // Discord commands: the HTTP endpoint when a public key is set, else the gateway
         // (on the scheduler).
         let discord_bot = config.discord.public_key.is_some().then(|| {
-            Arc::new(crate::channels::discord::bot::DiscordBot::new(
+            Arc::new(crate::bot::discord::DiscordBot::new(
                 store.clone(),
                 Arc::new(config.clone()),
             ))
@@ -419,7 +411,7 @@ impl Instance<'_> {
     fn telegram_bot(
         &self,
         runs: crate::bot::handlers::RunTrigger,
-    ) -> Option<crate::channels::telegram::bot::TelegramBot> {
+    ) -> Option<crate::bot::telegram::TelegramBot> {
         if !self.config.telegram.bot {
             return None;
         }
@@ -427,7 +419,7 @@ impl Instance<'_> {
             tracing::info!(message = "No Telegram token; the Telegram bot is off", variable = %self.config.telegram.token_env);
             return None;
         };
-        let mut telegram = crate::channels::telegram::bot::TelegramBot::new(
+        let mut telegram = crate::bot::telegram::TelegramBot::new(
             bot,
             self.store.clone(),
             Arc::new(self.config.clone()),
@@ -568,7 +560,7 @@ impl Scheduler<'_, '_> {
                 const LINK: &str = "discord commands";
                 let mut backoff = Backoff::default();
                 loop {
-                    match crate::channels::discord::bot::register_commands(&config).await {
+                    match crate::bot::discord::register_commands(&config).await {
                         Ok(()) => return engine.health().link_up(LINK),
                         Err(error) => {
                             let wait = backoff.next();
@@ -770,7 +762,7 @@ fn spawn_signal_handler(shutdown: Arc<watch::Sender<bool>>) {
 /// given), retrying with backoff until it works: without DNS or with Telegram down, the rest
 /// of the daemon runs and `/healthz` names the bot meanwhile. False when stopped first.
 async fn set_up_telegram(
-    bot: &crate::channels::telegram::bot::TelegramBot,
+    bot: &crate::bot::telegram::TelegramBot,
     webhook: Option<&url::Url>,
     engine: &Engine,
     stop: &mut watch::Receiver<bool>,
@@ -838,7 +830,7 @@ async fn keep_discord_gateway(
                 ),
             })
         };
-        let ended = crate::channels::discord::bot::run_gateway(
+        let ended = crate::bot::discord::run_gateway(
             config.clone(),
             store.clone(),
             on_session,
@@ -894,10 +886,6 @@ async fn sleep_unless_stopped(wait: Duration, stop: &mut watch::Receiver<bool>) 
         _ = stop.wait_for(|stop| *stop) => false,
     }
 }
-
-/// Set when the database file went away under this process: `/healthz` fails from then
-/// on, and the daemon exits with an error once stopped.
-pub static DATABASE_GONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// The SQLite file this process opened, by device and inode: the lease lives in that file,
 /// so when the file at `storage.path` is deleted or replaced, the lease this process renews

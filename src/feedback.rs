@@ -244,7 +244,7 @@ pub const BOOST_MIN_VOTES: u32 = 3;
 /// ... at least this share of them 👍 ...
 pub const BOOST_MIN_APPROVAL: f64 = 0.8;
 /// ... and then its events pass that reader's threshold with this many points less.
-pub const BOOST_POINTS: u16 = 10;
+pub use crate::model::BOOST_POINTS;
 
 /// The layers a reader consistently likes, from their votes (the event's layers and the
 /// vote).

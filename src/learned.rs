@@ -30,8 +30,11 @@ use std::fmt::Write as _;
 use std::hash::BuildHasherDefault;
 use std::sync::{Arc, LazyLock};
 
-use crate::classify::TAG_AT;
 use crate::model::Event;
+
+/// Phrase points at which a layer is tagged (the anchor of the layer heads' log-odds). Here,
+/// below the phrase model (`classify`) that tags with it, so the two do not import each other.
+pub const TAG_AT: f64 = 2.0;
 
 /// Score points per unit of log-odds.
 pub const SCORE_SCALE: f64 = 5.0;

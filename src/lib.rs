@@ -30,6 +30,7 @@ pub mod eval;
 pub mod feedback;
 pub mod fetch;
 pub mod followup;
+pub mod instance;
 pub mod learned;
 pub mod locale;
 pub mod metrics;

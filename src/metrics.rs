@@ -3,7 +3,11 @@
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+
+/// Set by the daemon when the database file went away under this process: `/healthz`
+/// fails from then on, and the daemon exits with an error once stopped.
+pub static DATABASE_GONE: AtomicBool = AtomicBool::new(false);
 
 #[derive(Default)]
 pub struct Metrics {

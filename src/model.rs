@@ -441,6 +441,11 @@ impl Digest {
     }
 }
 
+/// A layer a reader consistently likes (crate::feedback decides which) lets its events pass
+/// that reader's threshold with this many points less. Here, beside the filter that applies
+/// it, so the model names no module above it.
+pub const BOOST_POINTS: u16 = 10;
+
 /// What one subscriber wants to see.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 pub struct Filter {
@@ -449,7 +454,7 @@ pub struct Filter {
     pub min_score: Score,
     /// The reader's layer boost (crate::feedback): None when off; else the layers their
     /// votes say they consistently like, whose events pass with
-    /// [`crate::feedback::BOOST_POINTS`] less.
+    /// [`BOOST_POINTS`] less.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub boost: Option<BTreeSet<String>>,
 }
@@ -471,7 +476,7 @@ impl Filter {
     /// has a layer they like (the score shown stays the event's own).
     pub fn rank(&self, event: &DigestEvent) -> u16 {
         let points = if self.boosts(event) {
-            crate::feedback::BOOST_POINTS * 10
+            BOOST_POINTS * 10
         } else {
             0
         };
@@ -482,11 +487,7 @@ impl Filter {
     /// has a layer they like.
     pub fn threshold_for(&self, event: &DigestEvent) -> Score {
         if self.boosts(event) {
-            Score::from_tenths(
-                self.min_score
-                    .tenths()
-                    .saturating_sub(crate::feedback::BOOST_POINTS * 10),
-            )
+            Score::from_tenths(self.min_score.tenths().saturating_sub(BOOST_POINTS * 10))
         } else {
             self.min_score
         }

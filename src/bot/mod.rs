@@ -2,7 +2,9 @@
 //! handler per command (handlers.rs) returning a platform-neutral [`Reply`] that each
 //! platform renders its own way. Every text comes from the locale tables.
 
+pub mod discord;
 pub mod handlers;
+pub mod telegram;
 
 use std::collections::BTreeSet;
 

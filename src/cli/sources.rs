@@ -266,7 +266,7 @@ async fn resolve_page(
     url: &str,
     kind: Option<String>,
 ) -> anyhow::Result<(String, Option<String>)> {
-    if crate::sources::shorthand::expand(url)
+    if crate::config::shorthand::expand(url)
         .map_err(UsageError)?
         .is_some()
     {

@@ -18,6 +18,7 @@ mod location;
 mod raw;
 mod secret;
 mod service;
+pub mod shorthand;
 pub(crate) mod validate;
 
 use keys::*;
@@ -200,7 +201,32 @@ pub struct DaemonConfig {
     /// How long background tasks get to stop after SIGINT/SIGTERM before they are cut off.
     pub shutdown_grace: Duration,
     /// The web server's limits against slow and idle clients.
-    pub web: crate::web::ServeLimits,
+    pub web: ServeLimits,
+}
+
+/// What the web server allows a client (`[daemon]` header_timeout_secs,
+/// connection_lifetime_secs, max_connections).
+#[derive(Debug, Clone, Copy)]
+pub struct ServeLimits {
+    /// A request's headers must arrive within this (slow-loris clients are cut off).
+    pub header_read: std::time::Duration,
+    /// A connection is closed after this, gracefully (the request in progress finishes):
+    /// idle keep-alive connections cannot pile up.
+    pub lifetime: std::time::Duration,
+    /// Connections open at once (lowered to fit the open-file limit with a reserve); at
+    /// the cap a new connection closes the oldest idle one (`web::admission`), so idle clients
+    /// cannot lock `/healthz` out.
+    pub max_connections: usize,
+}
+
+impl Default for ServeLimits {
+    fn default() -> Self {
+        ServeLimits {
+            header_read: std::time::Duration::from_secs(10),
+            lifetime: std::time::Duration::from_secs(60),
+            max_connections: 512,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]

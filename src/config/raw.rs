@@ -42,7 +42,7 @@ impl Default for RawDigest {
 pub struct RawSource {
     pub name: String,
     pub url: String,
-    /// Optional when the URL is a shorthand that implies it (sources::shorthand).
+    /// Optional when the URL is a shorthand that implies it (config::shorthand).
     #[serde(default)]
     pub kind: Option<String>,
     #[serde(default = "one")]

@@ -199,7 +199,7 @@ pub(super) fn validate_daemon(raw: RawDaemon, problems: &mut Vec<String>) -> Dae
         ));
     }
     DaemonConfig {
-        web: crate::web::ServeLimits {
+        web: super::ServeLimits {
             header_read,
             lifetime,
             max_connections: raw.max_connections.clamp(8, 100_000),

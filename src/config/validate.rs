@@ -89,7 +89,7 @@ pub(super) fn validate_sources(
             ));
         }
         // A shorthand (github:, arxiv:, discourse:) stands for a URL and implies a kind.
-        let expanded = match crate::sources::shorthand::expand(&s.url) {
+        let expanded = match crate::config::shorthand::expand(&s.url) {
             Ok(e) => e,
             Err(why) => {
                 problems.push(format!("{path}.url: {why}"));

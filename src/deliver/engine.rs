@@ -152,7 +152,7 @@ impl Engine {
             // Unique among instances: host, process and start time.
             token_prefix: format!(
                 "{}-{}-{}",
-                crate::daemon::host_name(),
+                crate::instance::host_name(),
                 std::process::id(),
                 Utc::now().timestamp_micros()
             ),

@@ -49,7 +49,7 @@ pub fn parse(text: &str) -> Result<Vec<Entry>, String> {
 impl Entry {
     /// The URL fetched: the shorthand expanded.
     pub fn feed_url(&self) -> Result<String, String> {
-        Ok(match super::shorthand::expand(&self.url)? {
+        Ok(match crate::config::shorthand::expand(&self.url)? {
             Some(e) => e.url,
             None => self.url.clone(),
         })
@@ -77,7 +77,10 @@ pub fn problems(entries: &[Entry], layers: &[&str]) -> Vec<String> {
             }
             Err(why) => problems.push(format!("{at}: {why}")),
         }
-        let implied = super::shorthand::expand(&e.url).ok().flatten().is_some();
+        let implied = crate::config::shorthand::expand(&e.url)
+            .ok()
+            .flatten()
+            .is_some();
         match e.kind.as_deref() {
             Some(k) if crate::config::parse_source_kind(k).is_none() => {
                 problems.push(format!("{at}: kind \"{k}\" is not a source kind"))

@@ -7,4 +7,3 @@ pub mod catalogue;
 pub mod config_file;
 pub mod discover;
 pub mod opml;
-pub mod shorthand;

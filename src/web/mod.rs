@@ -14,9 +14,10 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
 
-use crate::channels::discord::bot::{DiscordBot, INTERACTIONS_PATH};
-use crate::channels::telegram::bot::{TelegramBot, WEBHOOK_PATH};
+use crate::bot::discord::{DiscordBot, INTERACTIONS_PATH};
+use crate::bot::telegram::{TelegramBot, WEBHOOK_PATH};
 use crate::channels::telegram::redact_token;
+use crate::config::ServeLimits;
 use crate::deliver::engine::Engine;
 use crate::metrics::Metrics;
 
@@ -51,7 +52,7 @@ async fn healthz(State(m): State<Monitor>) -> impl IntoResponse {
         Some(engine) => engine.problems().await,
         None => Vec::new(),
     };
-    if crate::daemon::DATABASE_GONE.load(std::sync::atomic::Ordering::Relaxed) {
+    if crate::metrics::DATABASE_GONE.load(std::sync::atomic::Ordering::Relaxed) {
         problems.push(
             "the database file (storage.path) was deleted or replaced; the scheduler lease cannot be kept and this daemon is stopping".into(),
         );
@@ -259,32 +260,8 @@ pub async fn serve(
     serve_with(listener, router, ServeLimits::default(), shutdown).await
 }
 
-/// What the web server allows a client (`[daemon]` header_timeout_secs,
-/// connection_lifetime_secs, max_connections).
-#[derive(Debug, Clone, Copy)]
-pub struct ServeLimits {
-    /// A request's headers must arrive within this (slow-loris clients are cut off).
-    pub header_read: std::time::Duration,
-    /// A connection is closed after this, gracefully (the request in progress finishes):
-    /// idle keep-alive connections cannot pile up.
-    pub lifetime: std::time::Duration,
-    /// Connections open at once (lowered to fit the open-file limit with a reserve); at
-    /// the cap a new connection closes the oldest idle one ([`admission`]), so idle clients
-    /// cannot lock `/healthz` out.
-    pub max_connections: usize,
-}
-
-impl Default for ServeLimits {
-    fn default() -> Self {
-        ServeLimits {
-            header_read: std::time::Duration::from_secs(10),
-            lifetime: std::time::Duration::from_secs(60),
-            max_connections: 512,
-        }
-    }
-}
-
-/// Serves `router` until `shutdown`, with [`ServeLimits`]. Each connection is HTTP/1.1 with
+/// Serves `router` until `shutdown`, with [`ServeLimits`] (they are configuration:
+/// `[daemon]`, read into [`crate::config::DaemonConfig`]). Each connection is HTTP/1.1 with
 /// the client's address available to handlers (`ConnectInfo`, for sign-up's per-IP limit).
 pub async fn serve_with(
     listener: tokio::net::TcpListener,

@@ -474,7 +474,7 @@ async fn status_says_a_dead_lease_holder_is_not_running() {
     let mut child = std::process::Command::new("true").spawn().unwrap();
     let pid = child.id();
     child.wait().unwrap();
-    let holder = format!("{}:{pid}", kdigest::daemon::host_name());
+    let holder = format!("{}:{pid}", kdigest::instance::host_name());
     assert!(
         store
             .try_lease(kdigest::daemon::LEASE, &holder, 3_600, chrono::Utc::now())

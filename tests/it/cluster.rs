@@ -185,7 +185,7 @@ async fn kill_9_of_one_instance_loses_nothing_and_repeats_only_its_messages_in_f
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let mut victim = children.remove(0);
-    let prefix = format!("{}-{}-%", kdigest::daemon::host_name(), victim.id());
+    let prefix = format!("{}-{}-%", kdigest::instance::host_name(), victim.id());
     victim.kill().unwrap(); // SIGKILL mid-delivery
     victim.wait().unwrap();
     // What it held at its death: the rows still claimed under its tokens.
@@ -219,7 +219,7 @@ async fn kill_9_of_one_instance_loses_nothing_and_repeats_only_its_messages_in_f
 
 /// The instance id (host:pid) a child runs as.
 fn id_of(child: &Child) -> String {
-    format!("{}:{}", kdigest::daemon::host_name(), child.id())
+    format!("{}:{}", kdigest::instance::host_name(), child.id())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -10,7 +10,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use ed25519_dalek::{Signer, SigningKey};
-use kdigest::channels::discord::bot::{DiscordBot, command_text};
+use kdigest::bot::discord::{DiscordBot, command_text};
 use kdigest::store::Store;
 use kdigest::subscriber::{Address, Status};
 use serde_json::{Value, json};
@@ -701,14 +701,14 @@ fn real_interaction_payloads_map_to_command_text() {
     raw["data"]["name"] = json!("subscribe");
     let model: serenity::model::application::Interaction =
         serde_json::from_value(raw.clone()).expect("serenity reads the payload");
-    let round_trip = kdigest::channels::discord::bot::gateway_json(&model).unwrap();
+    let round_trip = kdigest::bot::discord::gateway_json(&model).unwrap();
     assert_eq!(
         command_text(&round_trip),
         command_text(&raw),
         "{round_trip:#}"
     );
     assert_eq!(command_text(&raw).as_deref(), Some("/subscribe runtime 70"));
-    assert!(kdigest::channels::discord::bot::can_manage(&round_trip));
+    assert!(kdigest::bot::discord::can_manage(&round_trip));
     // Mapped text goes through the same parser as Telegram's.
     let layers = ["runtime"];
     assert!(matches!(
@@ -726,7 +726,7 @@ async fn slash_commands_are_registered_per_guild_with_typed_options() {
         "[discord]\napi_url = \"{api}\"\ntoken_env = \"{env}\"\napplication_id = 775799577604522054\nguild_id = 290926798626357999\n"
     ))
     .unwrap();
-    kdigest::channels::discord::bot::register_commands(&config)
+    kdigest::bot::discord::register_commands(&config)
         .await
         .unwrap();
     let bodies = mock.bodies("commands:775799577604522054:290926798626357999");

@@ -1,5 +1,6 @@
 //! One integration-test binary: real HTTP (reqwest) against loopback servers, real SQLite.
 
+mod architecture;
 mod blog;
 mod browser;
 mod cli;

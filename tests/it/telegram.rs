@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kdigest::channels::telegram::bot::TelegramBot;
+use kdigest::bot::telegram::TelegramBot;
 use kdigest::pipeline;
 use kdigest::store::Store;
 use kdigest::subscriber::{Address, Status};

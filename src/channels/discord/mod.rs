@@ -2,7 +2,6 @@
 //! URL (serenity), and the bot that answers slash commands over the gateway or the
 //! interactions endpoint.
 
-pub mod bot;
 pub mod render;
 pub mod config;
 pub mod send;

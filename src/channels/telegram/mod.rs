@@ -1,7 +1,6 @@
 //! Telegram: Telegram-HTML messages through the Bot API (teloxide) to private chats, groups
 //! and channels, and the bot that answers `/digest`, `/subscribe` and the rest.
 
-pub mod bot;
 pub mod config;
 pub mod render;
 pub mod send;

@@ -19,8 +19,8 @@ use tokio::sync::watch;
 
 use crate::bot::handlers::{Cooldowns, Ctx, RunTrigger, handle, toggle_layer};
 use crate::bot::{MENU, Reply, parse};
+use crate::channels::telegram::send::{no_preview, redact_token};
 use crate::config::Config;
-use super::send::{no_preview, redact_token};
 use crate::locale::Locale;
 use crate::store::Store;
 use crate::subscriber::Address;
@@ -419,9 +419,11 @@ impl TelegramBot {
                 let renderer = self.renders.renderer(&digest.language)?;
                 // A digest is several messages: spaced by Telegram's one message per second
                 // per chat, and a flood-wait is waited out instead of dropping the rest.
-                for message in super::render::messages_with_votes(&renderer, &digest)? {
+                for message in
+                    crate::channels::telegram::render::messages_with_votes(&renderer, &digest)?
+                {
                     self.pace(chat).await;
-                    let keyboard = super::send::vote_keyboard(&message.votes);
+                    let keyboard = crate::channels::telegram::send::vote_keyboard(&message.votes);
                     with_flood_wait(|| {
                         let mut request = self
                             .bot

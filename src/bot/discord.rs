@@ -14,10 +14,10 @@ use serenity::model::id::{ApplicationId, GuildId, WebhookId};
 
 use crate::bot::handlers::{Cooldowns, Ctx, handle};
 use crate::bot::{Reply, parse};
+use crate::channels::discord::render::messages;
+use crate::channels::discord::send::client;
 use crate::config::{Config, DiscordConfig, Secret};
-use super::send::client;
 use crate::locale::Locale;
-use super::render::messages;
 use crate::store::Store;
 use crate::subscriber::Address;
 use crate::text::truncate_chars;
@@ -250,7 +250,7 @@ impl DiscordBot {
         else {
             return Ok(ephemeral("This command works in a channel"));
         };
-        let address = Address::Discord(super::Target::Channel(channel));
+        let address = Address::Discord(crate::channels::discord::Target::Channel(channel));
         let layers = self.config.layer_names();
         let command = match parse(&text, None, &layers) {
             Ok(Some(c)) => c,
@@ -323,7 +323,7 @@ impl DiscordBot {
         let ctx = Ctx {
             store: &self.store,
             config: &self.config,
-            address: Address::Discord(super::Target::Channel(channel)),
+            address: Address::Discord(crate::channels::discord::Target::Channel(channel)),
             can_manage: false,
             is_owner: false,
             now: Utc::now(),
@@ -366,7 +366,7 @@ impl DiscordBot {
                     )
                     .await
                 {
-                    tracing::warn!(message = "Discord follow-up message failed", error = %super::send::classify(error));
+                    tracing::warn!(message = "Discord follow-up message failed", error = %crate::channels::discord::send::classify(error));
                     return;
                 }
             }
@@ -473,7 +473,7 @@ impl serenity::client::EventHandler for GatewayHandler {
             .create_interaction_response(id, &token, &response, Vec::new())
             .await
         {
-            tracing::warn!(message = "Cannot answer a Discord interaction", error = %super::send::classify(error));
+            tracing::warn!(message = "Cannot answer a Discord interaction", error = %crate::channels::discord::send::classify(error));
         }
     }
 }
@@ -508,7 +508,10 @@ pub async fn run_gateway(
     // to the default gateway address and retries every 5 s without end or error, which the
     // daemon could neither back off from nor name in /healthz.
     let gateway = http.get_bot_gateway().await.map_err(|e| {
-        anyhow::anyhow!("cannot get the gateway address: {}", super::send::classify(e))
+        anyhow::anyhow!(
+            "cannot get the gateway address: {}",
+            crate::channels::discord::send::classify(e)
+        )
     })?;
     on_session(Err(format!("connecting to {}", gateway.url)));
     let bot = Arc::new(DiscordBot::new(store, config));
@@ -526,7 +529,7 @@ pub async fn run_gateway(
     client.start().await.map_err(|e| {
         anyhow::anyhow!(
             "Discord gateway stopped: {}",
-            super::send::classify(e)
+            crate::channels::discord::send::classify(e)
         )
     })
 }
