@@ -68,8 +68,8 @@ fn one_run(
         },
     );
     let md = renderer.render(&d, Format::Md).unwrap();
-    let tg = renderer
-        .render(&d, Format::Channel(kdigest::channels::Channel::Telegram))
+    let tg = kdigest::channels::Channel::Telegram
+        .render(&d, &renderer)
         .unwrap();
     let js = renderer.render(&d, Format::Json).unwrap();
     std::hint::black_box((&md, &tg, &js));

@@ -17,10 +17,11 @@ use std::time::{Duration, Instant};
 
 use chrono::{TimeZone, Utc};
 use kdigest::classify::Classifier;
+use kdigest::cli::output::Output;
 use kdigest::config::{Config, SourceConfig, SourceLocation};
 use kdigest::digest::{self, Assembly};
 use kdigest::model::{Filter, SourceKind, Window};
-use kdigest::render::{Format, Renderer};
+use kdigest::render::Renderer;
 
 /// A run slower than this is a finding (issue 30: "no input slower than 1 s").
 pub const SLOW: Duration = Duration::from_secs(1);
@@ -512,8 +513,8 @@ fn render() -> Target {
                     boost: None,
                 };
                 for d in [d.clone(), digest::filter(&d, &reader, locale)] {
-                    for format in Format::all() {
-                        let out = renderer.render(&d, *format).expect("every format renders");
+                    for format in Output::all() {
+                        let out = format.render(&renderer, &d).expect("every format renders");
                         shape.push(out.len() as u64);
                     }
                     renderer.page(&d, "1").expect("the page renders");

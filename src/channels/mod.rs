@@ -229,10 +229,12 @@ macro_rules! registry {
                 }
             }
 
-            /// The messages of one filtered digest for this channel.
+            /// The messages of one filtered digest for this channel (a weekly roll-up in the
+            /// locale's weekly words).
             pub fn render(self, digest: &Digest, renderer: &Renderer) -> anyhow::Result<Vec<String>> {
+                let renderer = renderer.for_digest(digest);
                 match self {
-                    $(Channel::$variant => <$module::Spec as ChannelSpec>::render(digest, renderer)),*
+                    $(Channel::$variant => <$module::Spec as ChannelSpec>::render(digest, &renderer)),*
                 }
             }
 

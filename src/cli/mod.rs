@@ -10,6 +10,7 @@ use anyhow::Context as _;
 use chrono::{NaiveDate, Utc};
 use clap::{Parser, Subcommand};
 
+pub mod output;
 mod progress;
 pub mod sources;
 mod status;
@@ -19,8 +20,10 @@ use crate::classify::Classifier;
 use crate::config::{Config, ConfigError};
 use crate::digest;
 use crate::model::{Digest, DigestEvent, ScoreComponent};
-use crate::render::{Format, Renderer};
+use crate::render::Renderer;
+
 use crate::store::Store;
+use output::Output;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -44,7 +47,7 @@ pub enum Command {
         #[arg(long, default_value = "today")]
         date: String,
         #[arg(long, value_enum, default_value = "md")]
-        format: Format,
+        format: Output,
         /// Write every format into this directory instead of printing one
         #[arg(long)]
         out: Option<PathBuf>,
@@ -101,7 +104,7 @@ pub enum Command {
     /// Run the full pipeline on bundled sample feeds served from 127.0.0.1 (no network)
     Demo {
         #[arg(long, value_enum, default_value = "md")]
-        format: Format,
+        format: Output,
         /// zh-CN or en
         #[arg(long)]
         lang: Option<String>,
@@ -407,15 +410,15 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
 fn output(
     renderer: &Renderer,
     digest: &Digest,
-    format: Format,
+    format: Output,
     out: Option<&Path>,
 ) -> anyhow::Result<()> {
     match out {
         Some(dir) => {
             std::fs::create_dir_all(dir)
                 .with_context(|| format!("Cannot create --out directory {}", dir.display()))?;
-            for f in Format::all().iter().copied() {
-                let parts = renderer.render(digest, f)?;
+            for f in Output::all().iter().copied() {
+                let parts = f.render(renderer, digest)?;
                 for (i, part) in parts.iter().enumerate() {
                     let path = dir.join(f.file_name(i + 1, parts.len()));
                     std::fs::write(&path, part)
@@ -425,7 +428,7 @@ fn output(
             eprintln!("Wrote every render of {} to {}", digest.date, dir.display());
         }
         None => {
-            let parts = renderer.render(digest, format)?;
+            let parts = format.render(renderer, digest)?;
             let total = parts.len();
             for (i, part) in parts.iter().enumerate() {
                 if total > 1 {

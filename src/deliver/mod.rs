@@ -167,8 +167,7 @@ impl RenderCache {
         };
         let filtered = digest::filter(&localized, filter, renderer.locale());
         // Through `Renderer::render`, so a weekly roll-up gets the locale's weekly words.
-        let messages =
-            Arc::new(renderer.render(&filtered, crate::render::Format::Channel(channel))?);
+        let messages = Arc::new(channel.render(&filtered, &renderer)?);
         renders.insert(key, messages.clone());
         loop {
             let dates: std::collections::BTreeSet<NaiveDate> =

@@ -12,7 +12,6 @@ use minijinja::{AutoEscape, Environment, Value, context};
 use serde::Serialize;
 
 use crate::archive::ArchivedEvent;
-use crate::channels::Channel;
 use crate::locale::Locale;
 use crate::model::{Digest, DigestEvent, FollowUp, FollowUpReason};
 use crate::text::collapse_whitespace;
@@ -54,8 +53,9 @@ const TEMPLATES: &[(&str, &str)] = &[
     ),
 ];
 
-/// What `render` and `demo` print: the document formats, then each channel's own payloads
-/// (from the channel registry: `telegram`, `discord`, ...).
+/// The document formats: Markdown, the HTML page, JSON and the newsletter's two parts.
+/// Each channel's own payloads are the channel's render (`channels::Channel::render`);
+/// `cli::output::Output` lists both for `--format`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
     Md,
@@ -63,40 +63,16 @@ pub enum Format {
     Json,
     EmailText,
     EmailHtml,
-    Channel(Channel),
 }
 
-static FORMATS: std::sync::LazyLock<Vec<Format>> = std::sync::LazyLock::new(|| {
-    let mut all = vec![
+impl Format {
+    pub const ALL: &'static [Format] = &[
         Format::Md,
         Format::Html,
         Format::Json,
         Format::EmailText,
         Format::EmailHtml,
     ];
-    all.extend(
-        Channel::ALL
-            .iter()
-            .filter(|c| c.format().is_some())
-            .map(|c| Format::Channel(*c)),
-    );
-    all
-});
-
-impl clap::ValueEnum for Format {
-    fn value_variants<'a>() -> &'a [Self] {
-        &FORMATS
-    }
-
-    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
-        Some(clap::builder::PossibleValue::new(self.name()))
-    }
-}
-
-impl Format {
-    pub fn all() -> &'static [Format] {
-        &FORMATS
-    }
 
     pub fn name(self) -> &'static str {
         match self {
@@ -105,26 +81,17 @@ impl Format {
             Format::Json => "json",
             Format::EmailText => "email-text",
             Format::EmailHtml => "email-html",
-            Format::Channel(c) => c.as_str(),
         }
     }
 
-    /// File name for `--out DIR`; `{n}` is the message number for multi-message formats.
-    pub fn file_name(self, n: usize, total: usize) -> String {
-        let numbered = |base: &str, ext: &str| {
-            if total > 1 {
-                format!("{base}-{n}.{ext}")
-            } else {
-                format!("{base}.{ext}")
-            }
-        };
+    /// File name for `--out DIR`.
+    pub fn file_name(self) -> &'static str {
         match self {
-            Format::Md => "digest.md".into(),
-            Format::Html => "digest.html".into(),
-            Format::Json => "digest.json".into(),
-            Format::EmailText => "email.txt".into(),
-            Format::EmailHtml => "email.html".into(),
-            Format::Channel(c) => numbered(c.as_str(), c.format().unwrap_or("txt")),
+            Format::Md => "digest.md",
+            Format::Html => "digest.html",
+            Format::Json => "digest.json",
+            Format::EmailText => "email.txt",
+            Format::EmailHtml => "email.html",
         }
     }
 }
@@ -352,7 +319,7 @@ impl Renderer {
     }
 
     /// This renderer, or for a weekly roll-up one with the locale's weekly words.
-    fn for_digest(&self, digest: &Digest) -> std::borrow::Cow<'_, Renderer> {
+    pub fn for_digest(&self, digest: &Digest) -> std::borrow::Cow<'_, Renderer> {
         match digest.week {
             Some(_) => std::borrow::Cow::Owned(Renderer {
                 locale: self.locale.for_week(),
@@ -369,7 +336,6 @@ impl Renderer {
             Format::EmailHtml => vec![self.template("email.html.j2", digest)?],
             Format::EmailText => vec![self.template("email.txt.j2", digest)?],
             Format::Json => vec![serde_json::to_string_pretty(digest)? + "\n"],
-            Format::Channel(c) => c.render(digest, self)?,
         })
     }
 

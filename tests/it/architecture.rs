@@ -9,12 +9,10 @@ use std::path::Path;
 
 use crate::helpers::repo_root;
 
-/// The one cycle left (2026-12-06): `config` holds the channels' sections and limits, and
-/// `render` knows `Format::Channel`, while the channels read both. Shrink this as it is cut;
-/// it must end empty.
-const KNOWN_CYCLE: &[&str] = &[
-    "channels", "config", "fetch", "netguard", "parse", "render", "tokens",
-];
+/// The one cycle left (2026-12-06): `config` holds the channels' sections and limits while
+/// the channels read the configuration (and `fetch`, `netguard`, `parse` and `tokens`,
+/// which read it too). Shrink this as it is cut; it must end empty.
+const KNOWN_CYCLE: &[&str] = &["channels", "config", "fetch", "netguard", "parse", "tokens"];
 
 /// Top-level module of a file under src/: `deliver/engine.rs` -> `deliver`.
 fn module_of(src: &Path, file: &Path) -> String {

@@ -28,9 +28,7 @@ async fn fixture_renders(language: &str) -> (Digest, Vec<String>, Vec<String>, S
     let json = r.render(&d, Format::Json).unwrap().join("");
     // The payloads sent are JSON: each message's HTML (what the reader sees, compared
     // with the snapshots) and the events whose vote buttons go under it.
-    let payloads = r
-        .render(&d, Format::Channel(kdigest::channels::Channel::Telegram))
-        .unwrap();
+    let payloads = kdigest::channels::Channel::Telegram.render(&d, &r).unwrap();
     let telegram = kdigest::channels::telegram::render::messages(&r, &d).unwrap();
     let mut voted = Vec::new();
     for (payload, html) in payloads.iter().zip(&telegram) {
