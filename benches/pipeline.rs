@@ -69,7 +69,7 @@ fn one_run(
     );
     let md = renderer.render(&d, Format::Md).unwrap();
     let tg = kdigest::channels::Channel::Telegram
-        .render(&d, &renderer)
+        .render(&d, renderer)
         .unwrap();
     let js = renderer.render(&d, Format::Json).unwrap();
     std::hint::black_box((&md, &tg, &js));

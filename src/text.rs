@@ -417,6 +417,34 @@ pub fn truncate_chars(s: &str, max: usize) -> String {
     format!("{trimmed}…")
 }
 
+/// [`truncate_chars`] for quotes: never inside a parenthesis the cut would leave open (one
+/// that opened in the second half of the room): "… decode-shaped problems (M…" becomes
+/// "… decode-shaped problems…".
+pub fn truncate_outside_parens(s: &str, max: usize) -> String {
+    let cut = truncate_chars(s, max);
+    let Some(kept) = cut.strip_suffix('…') else {
+        return cut;
+    };
+    let mut depth = 0_i32;
+    let mut open_at = None;
+    for (i, c) in kept.char_indices() {
+        match c {
+            '(' => {
+                if depth == 0 {
+                    open_at = Some(i);
+                }
+                depth += 1;
+            }
+            ')' => depth = (depth - 1).max(0),
+            _ => {}
+        }
+    }
+    match open_at {
+        Some(j) if depth > 0 && j >= kept.len() / 2 => format!("{}…", kept[..j].trim_end()),
+        _ => cut,
+    }
+}
+
 /// Escapes Markdown syntax in untrusted text (Markdown renders and Discord) so a feed title
 /// cannot inject links, emphasis or HTML. Brackets are escaped, so parentheses cannot form a
 /// link and stay as they are (readable); `#` only matters at the start of a line.
@@ -575,5 +603,28 @@ mod tests {
         assert_eq!(truncate_chars("alpha beta gamma", 12), "alpha beta…");
         assert_eq!(truncate_chars("short", 12), "short");
         assert_eq!(truncate_chars("一二三四五六", 4), "一二三…");
+    }
+}
+
+#[cfg(test)]
+mod quote_cut_tests {
+    use super::truncate_outside_parens;
+
+    #[test]
+    fn a_quote_is_never_cut_inside_a_parenthesis() {
+        let s =
+            "Up to 1.6x over cuBLAS on FP4 GEMM for decode-shaped problems (M up to 64) and more.";
+        assert_eq!(
+            truncate_outside_parens(s, 70),
+            "Up to 1.6x over cuBLAS on FP4 GEMM for decode-shaped problems…"
+        );
+        // A parenthesis closed before the cut stays; one opened early is not a reason to
+        // throw most of the text away.
+        let s = "Compile time is 40% lower (4.7 s to 2.8 s), and the tutorial is up to 3.1x faster than before";
+        assert_eq!(
+            truncate_outside_parens(s, 80),
+            "Compile time is 40% lower (4.7 s to 2.8 s), and the tutorial is up to 3.1x…"
+        );
+        assert_eq!(truncate_outside_parens("short.", 70), "short.");
     }
 }

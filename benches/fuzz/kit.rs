@@ -514,7 +514,7 @@ fn render() -> Target {
                 };
                 for d in [d.clone(), digest::filter(&d, &reader, locale)] {
                     for format in Output::all() {
-                        let out = format.render(&renderer, &d).expect("every format renders");
+                        let out = format.render(renderer, &d).expect("every format renders");
                         shape.push(out.len() as u64);
                     }
                     renderer.page(&d, "1").expect("the page renders");

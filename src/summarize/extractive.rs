@@ -25,7 +25,7 @@ use crate::digest::Candidate;
 use crate::locale::Locale;
 use crate::model::{EventText, ItemKind, ReleaseLevel};
 use crate::release_notes;
-use crate::text::truncate_chars;
+use crate::text::{truncate_chars, truncate_outside_parens};
 
 const WHY_CHARS: usize = 360;
 /// Each quoted breaking or behaviour change, at most.
@@ -165,23 +165,22 @@ pub fn summarize_varied(
         .filter(|s| IMPACT_CUE.is_match(s) && !quoted_elsewhere(s))
         .take(2)
         .collect();
-    let cue_text = cues
-        .iter()
-        .map(|s| s.as_str())
-        .collect::<Vec<_>>()
-        .join(" ");
+    let cues: Vec<&str> = cues.iter().map(|s| s.as_str()).collect();
     // The results are the source's words: quoted, after a lead-in in the reader's language
-    // that says whose words they are. Quotes are cut inside, so they always close.
+    // that says whose words they are. Whole sentences, as many as fit; only a first
+    // sentence longer than the room is cut (inside the quote, so it always closes).
     // Against what: the field's own systems the quoted results name ("FlashAttention-3",
     // "vLLM"), as the source spells them.
-    let against = named_systems(&cue_text, &candidate.classification.stack);
-    let against = if against.is_empty() {
-        String::new()
-    } else {
-        locale.fill(
-            "why_against",
-            &[("names", &against.join(locale.get("list_separator")))],
-        )
+    let against_of = |quoted: &str| {
+        let names = named_systems(quoted, &candidate.classification.stack);
+        if names.is_empty() {
+            String::new()
+        } else {
+            locale.fill(
+                "why_against",
+                &[("names", &names.join(locale.get("list_separator")))],
+            )
+        }
     };
     let name = name_ref(candidate, locale);
     let reports_key = match event.primary().kind {
@@ -191,8 +190,13 @@ pub fn summarize_varied(
         ItemKind::Post => "why_reports_post",
     };
     let report_quote = |budget: usize| {
-        (!cue_text.is_empty())
-            .then(|| locale.fill("quote", &[("text", &truncate_chars(&cue_text, budget))]))
+        (!cues.is_empty()).then(|| {
+            let quoted = whole_sentences(&cues, budget);
+            (
+                locale.fill("quote", &[("text", &quoted)]),
+                against_of(&quoted),
+            )
+        })
     };
     let quote_lines = |lines: &[&str], n: usize| {
         lines
@@ -217,7 +221,7 @@ pub fn summarize_varied(
     // The evidence decides the template ("why_<key>_<variant>"); what follows its lead
     // (the results after the changes) is the same in every variant.
     let tail_reports = |budget: usize| {
-        report_quote(budget).map(|q| {
+        report_quote(budget).map(|(q, against)| {
             locale.fill(
                 &format!("{reports_key}_0"),
                 &[("quote", &q), ("against", &against), ("name", &name)],
@@ -250,10 +254,10 @@ pub fn summarize_varied(
             vec![("fixes", quote_lines(&correctness, 2))],
             tail_reports(WHY_CHARS / 2).into_iter().collect(),
         )
-    } else if let Some(quote) = report_quote(WHY_CHARS) {
+    } else if let Some((quote, against)) = report_quote(WHY_CHARS) {
         (
             reports_key,
-            vec![("quote", quote), ("against", against.clone())],
+            vec![("quote", quote), ("against", against)],
             vec![],
         )
     } else if !fixes.is_empty() {
@@ -467,6 +471,31 @@ fn figure_phrase(sentence: &str, figure: &str) -> Option<String> {
 
 /// Whether `text` is written in the reader's script (the locale's `script`: han or latin).
 /// Text that is not is the source's words in another language: a quote.
+/// As many of `sentences` as fit in `budget` characters, whole and in order, then the start
+/// of the next one when a useful share of the room is left (the comparison a result is
+/// measured against often comes second), cut outside parentheses and not after a word that
+/// leads into what was cut.
+fn whole_sentences(sentences: &[&str], budget: usize) -> String {
+    /// Less room than this is not worth a cut sentence.
+    const MIN_PART: usize = 40;
+    let mut out = String::new();
+    for s in sentences {
+        let gap = usize::from(!out.is_empty());
+        let room = budget.saturating_sub(out.chars().count() + gap);
+        if s.chars().count() <= room {
+            out.push_str(&" ".repeat(gap));
+            out.push_str(s);
+            continue;
+        }
+        if room >= MIN_PART || out.is_empty() {
+            out.push_str(&" ".repeat(gap));
+            out.push_str(&without_dangling_word(truncate_outside_parens(s, room)));
+        }
+        break;
+    }
+    out
+}
+
 fn in_reader_script(text: &str, locale: &Locale) -> bool {
     let han = text.chars().any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c));
     match locale.get("script") {
