@@ -231,180 +231,212 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         .map_or(crate::config::LogFormat::Text, |c| c.daemon.log_format);
     let daemon = matches!(cli.command, Command::Run { once: false, .. });
     init_logging(format, if daemon { "info" } else { "warn" });
+    // The configuration of every command but demo, eval and store (loaded above).
+    let loaded = || config.clone().expect("loaded above");
     match cli.command {
-        Command::Run { once, date, role } => {
-            let date = match date {
-                Some(d) => Some(
-                    NaiveDate::parse_from_str(&d, "%Y-%m-%d")
-                        .map_err(|_| UsageError(format!("--date {d}: expected YYYY-MM-DD")))?,
-                ),
-                None => None,
-            };
-            let mode = if once {
-                crate::daemon::Mode::Once { date }
-            } else {
-                crate::daemon::Mode::Forever
-            };
-            crate::daemon::run(config.expect("loaded above"), mode, role).await
-        }
-        Command::Status => {
-            let config = config.expect("loaded above");
-            // Looking must not create: without a database there is nothing to report.
-            let store = if config.storage.exists() {
-                Some(Store::connect(&config.storage).await?)
-            } else {
-                None
-            };
-            status::run(&config, store.as_ref()).await
-        }
+        Command::Run { once, date, role } => run_daemon(loaded(), once, date, role).await,
+        Command::Status => status_command(&loaded()).await,
         Command::Store(StoreCommand::Copy {
             from,
             to,
             into_non_empty,
-        }) => {
-            let source = open_named_store(&from, "--from").await?;
-            let target = open_named_store(&to, "--to").await?;
-            let report = crate::store::copy_store(&source, &target, into_non_empty).await?;
-            for (table, source_rows, target_rows) in &report.tables {
-                println!("{table:<14} {source_rows:>9} copied, {target_rows:>9} in the target");
-            }
-            println!("Counts verified: every row of the source is in the target");
-            source.close().await;
-            target.close().await;
-            Ok(())
-        }
-        Command::Digests(DigestsCommand::List) => {
-            let config = config.expect("loaded above");
-            if !config.storage.exists() {
-                println!(
-                    "No digests stored: {} does not exist yet",
-                    config.storage.describe()
-                );
-                return Ok(());
-            }
-            let store = Store::connect(&config.storage).await?;
-            list_digests(&store).await
-        }
-        Command::Sources(command) => {
-            let config = config.expect("loaded above");
-            sources::run(command, &config, cli.config.as_deref()).await
-        }
-        Command::Subscribers(command) => {
-            let config = config.expect("loaded above");
-            let store = Store::connect(&config.storage).await?;
-            subscribers::run(command, &config, &store).await
-        }
-        Command::CheckConfig => {
-            let config = config.expect("loaded above");
-            crate::summarize::check_ready(&config)?;
-            // The catalogue `sources enable` draws from, checked against this configuration
-            // (its layers may be named differently: a note, not an error).
-            for problem in crate::sources::catalogue::problems(
-                &crate::sources::catalogue::builtin(),
-                &config.layer_names(),
-            ) {
-                eprintln!("Note: {problem}");
-            }
-            println!(
-                "Configuration is valid: {} sources, {} layers, summarize mode {}, storage {}",
-                config.sources.len(),
-                config.layers.len(),
-                config.summarize.mode.as_str(),
-                config.storage.describe()
-            );
-            Ok(())
-        }
+        }) => store_copy(&from, &to, into_non_empty).await,
+        Command::Digests(DigestsCommand::List) => digests_list(&loaded()).await,
+        Command::Sources(command) => sources::run(command, &loaded(), cli.config.as_deref()).await,
+        Command::Subscribers(command) => subscribers_command(command, &loaded()).await,
+        Command::CheckConfig => check_config(&loaded()),
         Command::Digest {
             date,
             format,
             out,
             force,
             week,
-        } => {
-            let config = config.expect("loaded above");
-            if let Some(week) = week {
-                let week = crate::weekly::Week::parse(&week)
-                    .map_err(|e| UsageError(format!("--week {e}")))?;
-                let store = Store::connect(&config.storage).await?;
-                let digest = weekly(&config, &store, week).await?;
-                let renderer = Renderer::new(
-                    &config.digest.language,
-                    config.digest.templates_dir.as_deref(),
-                )?
-                .with_site(config.email.public_url.clone());
-                return output(&renderer, &digest, format, out.as_deref());
-            }
-            let store = Store::connect(&config.storage).await?;
-            let date = resolve_date(&date, &config).await?;
-            let stored = if force {
-                None
-            } else {
-                store.load_digest(date).await?
-            };
-            let digest = match stored {
-                Some(d) => d,
-                None => progress::generate(&config, &store, date).await?,
-            };
-            let renderer = Renderer::new(
-                &config.digest.language,
-                config.digest.templates_dir.as_deref(),
-            )?
-            .with_site(config.email.public_url.clone());
-            output(&renderer, &digest, format, out.as_deref())
-        }
-        Command::Explain { event, date } => {
-            let config = config.expect("loaded above");
-            let store = Store::connect(&config.storage).await?;
-            let date = resolve_date(&date, &config).await?;
-            explain(&config, &store, date, &event).await
-        }
-        Command::Feedback { days } => {
-            let config = config.expect("loaded above");
-            let store = Store::connect(&config.storage).await?;
-            let since = Utc::now() - chrono::Duration::days(i64::from(days));
-            let voted = store.voted_events(since).await?;
-            print!(
-                "{}",
-                crate::feedback::report_text(&crate::feedback::report(&voted), days)
-            );
-            Ok(())
-        }
-        Command::Eval { dir, fit, out } => {
-            let days = crate::eval::load_days(&dir)?
-                .into_iter()
-                .map(crate::eval::load)
-                .collect::<anyhow::Result<Vec<_>>>()?;
-            if fit {
-                std::fs::write(&out, crate::eval::fit_file(&days))
-                    .with_context(|| format!("Cannot write the weights to {}", out.display()))?;
-                println!(
-                    "Wrote the weights fitted on {} days to {}; rebuild to ship them, then run `kdigest eval`.",
-                    days.len(),
-                    out.display()
-                );
-                return Ok(());
-            }
-            let (text, pass) = crate::eval::run(&days);
-            print!("{text}");
-            if pass {
-                Ok(())
-            } else {
-                anyhow::bail!("The selection is below the eval thresholds (see above)")
-            }
-        }
-        Command::Demo { format, lang } => {
-            let lang = subscribers::parse_language(lang.as_deref())?;
-            // The site's base from the configuration, if one was given: the robots' "read on
-            // the web" buttons link there.
-            let site = config.as_ref().map(|c| c.email.public_url.clone());
-            let digest = crate::demo::run(config, lang.as_deref()).await?;
-            let mut renderer = Renderer::new(&digest.language, None)?;
-            if let Some(site) = site {
-                renderer = renderer.with_site(site);
-            }
-            output(&renderer, &digest, format, None)
-        }
+        } => digest_command(&loaded(), &date, format, out.as_deref(), force, week).await,
+        Command::Explain { event, date } => explain_command(&loaded(), &event, &date).await,
+        Command::Feedback { days } => feedback_command(&loaded(), days).await,
+        Command::Eval { dir, fit, out } => eval_command(&dir, fit, &out),
+        Command::Demo { format, lang } => demo_command(config, format, lang.as_deref()).await,
     }
+}
+
+async fn run_daemon(
+    config: Config,
+    once: bool,
+    date: Option<String>,
+    role: crate::daemon::Role,
+) -> anyhow::Result<()> {
+    let date = match date {
+        Some(d) => Some(
+            NaiveDate::parse_from_str(&d, "%Y-%m-%d")
+                .map_err(|_| UsageError(format!("--date {d}: expected YYYY-MM-DD")))?,
+        ),
+        None => None,
+    };
+    let mode = if once {
+        crate::daemon::Mode::Once { date }
+    } else {
+        crate::daemon::Mode::Forever
+    };
+    crate::daemon::run(config, mode, role).await
+}
+
+async fn status_command(config: &Config) -> anyhow::Result<()> {
+    // Looking must not create: without a database there is nothing to report.
+    let store = if config.storage.exists() {
+        Some(Store::connect(&config.storage).await?)
+    } else {
+        None
+    };
+    status::run(config, store.as_ref()).await
+}
+
+async fn store_copy(from: &str, to: &str, into_non_empty: bool) -> anyhow::Result<()> {
+    let source = open_named_store(from, "--from").await?;
+    let target = open_named_store(to, "--to").await?;
+    let report = crate::store::copy_store(&source, &target, into_non_empty).await?;
+    for (table, source_rows, target_rows) in &report.tables {
+        println!("{table:<14} {source_rows:>9} copied, {target_rows:>9} in the target");
+    }
+    println!("Counts verified: every row of the source is in the target");
+    source.close().await;
+    target.close().await;
+    Ok(())
+}
+
+async fn digests_list(config: &Config) -> anyhow::Result<()> {
+    if !config.storage.exists() {
+        println!(
+            "No digests stored: {} does not exist yet",
+            config.storage.describe()
+        );
+        return Ok(());
+    }
+    let store = Store::connect(&config.storage).await?;
+    list_digests(&store).await
+}
+
+async fn subscribers_command(
+    command: subscribers::SubscribersCommand,
+    config: &Config,
+) -> anyhow::Result<()> {
+    let store = Store::connect(&config.storage).await?;
+    subscribers::run(command, config, &store).await
+}
+
+fn check_config(config: &Config) -> anyhow::Result<()> {
+    crate::summarize::check_ready(config)?;
+    // The catalogue `sources enable` draws from, checked against this configuration
+    // (its layers may be named differently: a note, not an error).
+    for problem in crate::sources::catalogue::problems(
+        &crate::sources::catalogue::builtin(),
+        &config.layer_names(),
+    ) {
+        eprintln!("Note: {problem}");
+    }
+    println!(
+        "Configuration is valid: {} sources, {} layers, summarize mode {}, storage {}",
+        config.sources.len(),
+        config.layers.len(),
+        config.summarize.mode.as_str(),
+        config.storage.describe()
+    );
+    Ok(())
+}
+
+/// The configured renderer, linking to the site.
+fn site_renderer(config: &Config) -> anyhow::Result<Renderer> {
+    Ok(Renderer::new(
+        &config.digest.language,
+        config.digest.templates_dir.as_deref(),
+    )?
+    .with_site(config.email.public_url.clone()))
+}
+
+async fn digest_command(
+    config: &Config,
+    date: &str,
+    format: Output,
+    out: Option<&Path>,
+    force: bool,
+    week: Option<String>,
+) -> anyhow::Result<()> {
+    let week = week
+        .map(|w| crate::weekly::Week::parse(&w).map_err(|e| UsageError(format!("--week {e}"))))
+        .transpose()?;
+    let store = Store::connect(&config.storage).await?;
+    if let Some(week) = week {
+        let digest = weekly(config, &store, week).await?;
+        return output(&site_renderer(config)?, &digest, format, out);
+    }
+    let date = resolve_date(date, config).await?;
+    let stored = if force {
+        None
+    } else {
+        store.load_digest(date).await?
+    };
+    let digest = match stored {
+        Some(d) => d,
+        None => progress::generate(config, &store, date).await?,
+    };
+    output(&site_renderer(config)?, &digest, format, out)
+}
+
+async fn explain_command(config: &Config, event: &str, date: &str) -> anyhow::Result<()> {
+    let store = Store::connect(&config.storage).await?;
+    let date = resolve_date(date, config).await?;
+    explain(config, &store, date, event).await
+}
+
+async fn feedback_command(config: &Config, days: u32) -> anyhow::Result<()> {
+    let store = Store::connect(&config.storage).await?;
+    let since = Utc::now() - chrono::Duration::days(i64::from(days));
+    let voted = store.voted_events(since).await?;
+    print!(
+        "{}",
+        crate::feedback::report_text(&crate::feedback::report(&voted), days)
+    );
+    Ok(())
+}
+
+fn eval_command(dir: &Path, fit: bool, out: &Path) -> anyhow::Result<()> {
+    let days = crate::eval::load_days(dir)?
+        .into_iter()
+        .map(crate::eval::load)
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    if fit {
+        std::fs::write(out, crate::eval::fit_file(&days))
+            .with_context(|| format!("Cannot write the weights to {}", out.display()))?;
+        println!(
+            "Wrote the weights fitted on {} days to {}; rebuild to ship them, then run `kdigest eval`.",
+            days.len(),
+            out.display()
+        );
+        return Ok(());
+    }
+    let (text, pass) = crate::eval::run(&days);
+    print!("{text}");
+    if pass {
+        Ok(())
+    } else {
+        anyhow::bail!("The selection is below the eval thresholds (see above)")
+    }
+}
+
+async fn demo_command(
+    config: Option<Config>,
+    format: Output,
+    lang: Option<&str>,
+) -> anyhow::Result<()> {
+    let lang = subscribers::parse_language(lang)?;
+    // The site's base from the configuration, if one was given: the robots' "read on the
+    // web" buttons link there.
+    let site = config.as_ref().map(|c| c.email.public_url.clone());
+    let digest = crate::demo::run(config, lang.as_deref()).await?;
+    let mut renderer = Renderer::new(&digest.language, None)?;
+    if let Some(site) = site {
+        renderer = renderer.with_site(site);
+    }
+    output(&renderer, &digest, format, None)
 }
 
 fn output(
