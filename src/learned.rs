@@ -87,6 +87,27 @@ fn is_stop_word(word: &str) -> bool {
 /// The shipped weights, trained by `kdigest eval --fit` on tests/fixtures/eval.
 const BUILTIN: &str = include_str!("learned_model.tsv");
 
+/// The labelled days the shipped weights were fitted on, from the header `--fit` writes
+/// ("# Fitted on 12 labelled days, 1659 events: 2024-09-17-jax-rocm, …."). Empty when the
+/// header does not say.
+pub fn fitted_days() -> Vec<&'static str> {
+    fitted_days_of(BUILTIN)
+}
+
+fn fitted_days_of(tsv: &str) -> Vec<&str> {
+    tsv.lines()
+        .take_while(|l| l.starts_with('#'))
+        .find_map(|l| l.strip_prefix("# Fitted on "))
+        .and_then(|l| l.split_once(": "))
+        .map(|(_, days)| {
+            days.trim_end_matches('.')
+                .split(", ")
+                .filter(|d| !d.is_empty())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 static BUILTIN_MODEL: LazyLock<Option<Arc<Learned>>> = LazyLock::new(|| {
     let model = Learned::parse(BUILTIN).expect("src/learned_model.tsv parses");
     (!model.is_empty()).then(|| Arc::new(model))
@@ -772,6 +793,15 @@ mod tests {
             relevant: Some(relevant),
             layers: BTreeSet::new(),
         }
+    }
+
+    #[test]
+    fn the_fitted_days_are_read_from_the_header() {
+        let tsv = "# kdigest learned model\n# Fitted on 2 labelled days, 10 events: 2024-01-01-a, 2024-01-02-b.\n# Settings\nrelevance\tx\t1\n";
+        assert_eq!(fitted_days_of(tsv), vec!["2024-01-01-a", "2024-01-02-b"]);
+        assert!(fitted_days_of("relevance\tx\t1\n").is_empty());
+        // The shipped file names its days.
+        assert!(fitted_days().contains(&"2024-09-17-jax-rocm"));
     }
 
     #[test]

@@ -171,6 +171,13 @@ fn the_sealed_held_out_days_load_and_are_scored() {
         .filter(|l| l.starts_with("20"))
         .count();
     assert_eq!(rows, 4, "{stdout}\n{stderr}");
+    // Not "in-sample": the shipped weights never saw these days.
+    assert!(
+        stdout.starts_with(
+            "The shipped configuration (its learned weights never saw 4 of these 4 days)"
+        ),
+        "{stdout}"
+    );
     assert!(
         stdout.contains("same-story groups joined"),
         "{stdout}\n{stderr}"
