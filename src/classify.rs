@@ -41,7 +41,7 @@ pub const FIELD_WEIGHT: f64 = 1.0;
 pub const NEGATIVE_WEIGHT: f64 = 2.0;
 /// A stack name in the title of a release.
 pub const STACK_RELEASE_WEIGHT: f64 = 2.0;
-pub use crate::learned::TAG_AT;
+use crate::learned::TAG_AT;
 /// Relevance is 1 - exp(-evidence / EVIDENCE_SCALE): 0.57 at 5, 0.81 at 10, 0.96 at 20. It
 /// keeps growing with evidence instead of stopping at a cap, so the richer of two relevant
 /// events stays ahead.

@@ -128,9 +128,8 @@ pub struct Counts {
     pub selected: usize,
     pub true_positives: usize,
     pub false_positives: usize,
-    pub layer_tp: usize,
-    pub layer_fp: usize,
-    pub layer_fn: usize,
+    /// The model's layers against the labels.
+    pub layers: LayerTally,
     /// `same_story` groups, and those that came out as one event.
     pub stories: usize,
     pub stories_joined: usize,
@@ -181,14 +180,9 @@ impl Counts {
         ratio(self.true_positives, self.relevant)
     }
 
+    /// Layer micro-F1; 1 when there was nothing to tag.
     pub fn layer_f1(&self) -> f64 {
-        let p = ratio(self.layer_tp, self.layer_tp + self.layer_fp);
-        let r = ratio(self.layer_tp, self.layer_tp + self.layer_fn);
-        if p + r == 0.0 {
-            0.0
-        } else {
-            2.0 * p * r / (p + r)
-        }
+        self.layers.f1().unwrap_or(1.0)
     }
 
     pub fn add(&mut self, o: &Counts) {
@@ -197,9 +191,7 @@ impl Counts {
         self.selected += o.selected;
         self.true_positives += o.true_positives;
         self.false_positives += o.false_positives;
-        self.layer_tp += o.layer_tp;
-        self.layer_fp += o.layer_fp;
-        self.layer_fn += o.layer_fn;
+        self.layers.add(&o.layers);
         self.stories += o.stories;
         self.stories_joined += o.stories_joined;
         self.second.add(&o.second);
@@ -448,10 +440,7 @@ pub fn evaluate(loaded: &Loaded, model: &Model) -> DayReport {
         }
         let want: BTreeSet<&str> = label.layers.iter().map(String::as_str).collect();
         let got: BTreeSet<&str> = c.classification.layers.iter().map(String::as_str).collect();
-        let tp = want.intersection(&got).count();
-        counts.layer_tp += tp;
-        counts.layer_fp += got.len() - tp;
-        counts.layer_fn += want.len() - tp;
+        counts.layers.count(&want, &got);
         if let Some(second) = &label.second_layers {
             let second: BTreeSet<&str> = second.iter().map(String::as_str).collect();
             counts.second.count(&second, &got);
@@ -802,9 +791,11 @@ mod tests {
         let c = Counts::default();
         assert_eq!((c.precision(), c.recall()), (1.0, 1.0));
         let c = Counts {
-            layer_tp: 6,
-            layer_fp: 2,
-            layer_fn: 4,
+            layers: LayerTally {
+                tp: 6,
+                fp: 2,
+                fn_: 4,
+            },
             ..Counts::default()
         };
         // p = 0.75, r = 0.6

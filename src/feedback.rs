@@ -243,8 +243,8 @@ pub fn report_text(r: &Report, days: u32) -> String {
 pub const BOOST_MIN_VOTES: u32 = 3;
 /// ... at least this share of them 👍 ...
 pub const BOOST_MIN_APPROVAL: f64 = 0.8;
-/// ... and then its events pass that reader's threshold with this many points less.
-pub use crate::model::BOOST_POINTS;
+// ... and then its events pass that reader's threshold with `model::BOOST_POINTS` less
+// (defined beside the filter that applies it).
 
 /// The layers a reader consistently likes, from their votes (the event's layers and the
 /// vote).

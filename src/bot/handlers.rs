@@ -458,7 +458,8 @@ fn time_text(at: Option<crate::subscriber::LocalTime>, t: &Locale) -> String {
 
 /// "off", "on: kernel_codegen (+10 points)", in the reader's words.
 pub fn boost_text(f: &crate::model::Filter, t: &Locale) -> String {
-    use crate::feedback::{BOOST_MIN_APPROVAL, BOOST_MIN_VOTES, BOOST_POINTS};
+    use crate::feedback::{BOOST_MIN_APPROVAL, BOOST_MIN_VOTES};
+    use crate::model::BOOST_POINTS;
     match &f.boost {
         None => t.get("boost_off").to_string(),
         Some(layers) if layers.is_empty() => t.fill(

@@ -320,7 +320,7 @@ pub fn describe(s: &Subscriber) -> String {
         Some(b) if b.is_empty() => ", boost on (no liked layer yet)".to_string(),
         Some(b) => format!(
             ", boost +{} for {}",
-            crate::feedback::BOOST_POINTS,
+            crate::model::BOOST_POINTS,
             b.iter().cloned().collect::<Vec<_>>().join(",")
         ),
     };
