@@ -695,7 +695,11 @@ impl Engine {
         let mut part = c.parts_sent as usize;
         while part < messages.len() {
             if let Err(until) = limits
-                .acquire(&destination, subscriber.address.is_group())
+                .acquire(
+                    &destination,
+                    subscriber.address.is_group(),
+                    messages.len() - part,
+                )
                 .await
             {
                 // Paused, or queued behind many messages to the same place: back to the

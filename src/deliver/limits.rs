@@ -15,13 +15,23 @@
 //! other, as an earlier version did, spaced a queue of n by n gaps: about one message a
 //! second whatever the limit).
 //!
+//! The channel's next slot goes to the ready worker with the most messages of its digest
+//! still to send (then the oldest). A digest's last message must wait its destination's
+//! spacing after the one before it, so a fan-out of multi-message digests ends on those
+//! last messages: served first come, the first messages of the last digests went out late
+//! and the run ended on a second of half-empty slots (Discord: 94.8% of 50/s over 500
+//! two-message digests). Sending first messages first is the classic rule for chains of
+//! tasks (the longest remaining chain first), and leaves a backlog of last messages whose
+//! spacing has long passed to fill the end.
+//!
 //! A worker waits for short gaps only. When a destination cannot receive for longer than
 //! its own spacing (paused, or many messages queued for it already) the answer is
 //! [`Slot::Defer`]: the engine gives the row back to the queue, due then, so a paused or
 //! slow destination never holds a worker that another destination could use. A newcomer
 //! joins at the back, so deferring it never moves anyone ahead of it.
 
-use std::collections::{HashMap, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -84,6 +94,11 @@ struct State {
     channel_paused: Instant,
     destinations: HashMap<String, Destination>,
     prune_at: usize,
+    /// Every worker waiting in [`Limits::acquire`], most messages left first, then oldest
+    /// (tickets are handed out in order).
+    waiting: BTreeMap<(Reverse<usize>, u64), Waiter>,
+    /// The next ticket to hand out.
+    issued: u64,
 }
 
 struct Destination {
@@ -91,8 +106,6 @@ struct Destination {
     paused_until: Instant,
     /// The tickets of the workers waiting to send to this destination, oldest first.
     queue: VecDeque<u64>,
-    /// The next ticket to hand out.
-    issued: u64,
 }
 
 impl Destination {
@@ -101,9 +114,37 @@ impl Destination {
             next,
             paused_until,
             queue: VecDeque::new(),
-            issued: 0,
         }
     }
+
+    /// How many wait ahead of the holder of `ticket` (None: a newcomer, behind them all).
+    fn ahead(&self, ticket: Option<u64>) -> usize {
+        match ticket {
+            Some(t) => self.queue.iter().position(|q| *q == t).unwrap_or(0),
+            None => self.queue.len(),
+        }
+    }
+
+    /// When the one with `ahead` waiters before it may send here, as far as this
+    /// destination and the channel's pause go. The schedule may be met up to SLACK early:
+    /// the timer wakes up to a millisecond late, so a wait aimed SLACK early sends on time
+    /// and the schedule never drifts (and a rate above 1,000/s is not held to one send per
+    /// timer tick). Pauses are kept to the letter.
+    fn turn(&self, ahead: usize, gap: Duration, channel_paused: Instant, now: Instant) -> Instant {
+        (self.next + gap.saturating_mul(ahead as u32))
+            .checked_sub(SLACK)
+            .unwrap_or(now)
+            .max(self.paused_until)
+            .max(channel_paused)
+    }
+}
+
+/// A worker in [`Limits::acquire`].
+struct Waiter {
+    destination: String,
+    is_group: bool,
+    /// When it asks next (it was told to wait until then).
+    wakes: Instant,
 }
 
 /// What a worker must do before sending to one destination.
@@ -140,6 +181,8 @@ impl Limits {
                 channel_paused: now,
                 destinations: HashMap::new(),
                 prune_at: PRUNE_ABOVE,
+                waiting: BTreeMap::new(),
+                issued: 0,
             }),
         }
     }
@@ -151,76 +194,105 @@ impl Limits {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    fn gap(&self, is_group: bool) -> Duration {
+        if is_group {
+            self.group_gap
+        } else {
+            self.destination_gap
+        }
+    }
+
     /// The one decision: may `destination` be sent to at `now`? Takes both slots when it
     /// may. The caller counts as queued behind every worker waiting for the destination
-    /// (see [`Limits::acquire`]).
+    /// and, for the channel's slot, as having one message left (see [`Limits::acquire`]).
     pub fn poll(&self, destination: &str, is_group: bool, now: Instant) -> Slot {
         self.decide(destination, is_group, now, None)
     }
 
-    /// [`Limits::poll`] for the holder of `ticket` (None: behind every waiter).
-    fn decide(&self, destination: &str, is_group: bool, now: Instant, ticket: Option<u64>) -> Slot {
+    /// [`Limits::poll`] for the worker waiting under `key` (None: behind every waiter).
+    fn decide(
+        &self,
+        destination: &str,
+        is_group: bool,
+        now: Instant,
+        key: Option<(Reverse<usize>, u64)>,
+    ) -> Slot {
         let mut state = self.state();
-        let State {
-            channel_next,
-            channel_paused,
-            destinations,
-            ..
-        } = &mut *state;
-        let gap = if is_group {
-            self.group_gap
-        } else {
-            self.destination_gap
-        };
-        let d = destinations
+        let gap = self.gap(is_group);
+        let channel_paused = state.channel_paused;
+        let d = state
+            .destinations
             .entry(destination.to_string())
             .or_insert_with(|| Destination::new(now, now));
-        let ahead = match ticket {
-            Some(t) => d.queue.iter().position(|q| *q == t).unwrap_or(0),
-            None => d.queue.len(),
-        };
-        // The schedule may be met up to SLACK early: the timer wakes up to a millisecond
-        // late, so a wait aimed SLACK early sends on time and the schedule never drifts
-        // (and a rate above 1,000/s is not held to one send per timer tick). Pauses are
-        // kept to the letter.
-        let at = |slots: u32| {
-            (d.next + gap.saturating_mul(slots))
-                .checked_sub(SLACK)
-                .unwrap_or(now)
-                .max(d.paused_until)
-                .max(*channel_paused)
-        };
         // This worker's turn, behind those queued before it: when it wakes, or whether
         // it should give the row back. Whoever finds the slot free takes it, so a waiter
         // polled late in a timer tick does not cost the destination that tick.
-        let turn = at(ahead as u32);
+        let turn = d.turn(d.ahead(key.map(|(_, t)| t)), gap, channel_paused, now);
         if turn > now + gap + HOLD_MARGIN {
             return Slot::Defer(turn);
         }
-        let destination_ready = at(0);
+        let destination_ready = d.turn(0, gap, channel_paused, now);
         // The channel's schedule is kept the same way. Its gap has the arrival margin too:
         // kept exactly, a platform's per-second budget would otherwise be met to the
         // request, and a window of one second can hold one more than the budget.
-        let channel_ready = channel_next.checked_sub(SLACK).unwrap_or(now);
+        let channel_ready = state.channel_next.checked_sub(SLACK).unwrap_or(now);
         let ready = destination_ready.max(channel_ready);
-        if ready > now {
-            return Slot::WaitUntil(turn.max(channel_ready));
+        let wait = if ready > now {
+            Some(turn.max(channel_ready))
+        } else if self.outranked(&state, key.map_or(1, |(Reverse(left), _)| left), now) {
+            // A worker with more of its digest left takes this slot; this one asks again
+            // at the next.
+            Some(channel_ready + self.channel_gap)
+        } else {
+            None
+        };
+        if let Some(at) = wait {
+            if let Some(waiter) = key.and_then(|k| state.waiting.get_mut(&k)) {
+                waiter.wakes = at;
+            }
+            return Slot::WaitUntil(at);
         }
+        let State {
+            channel_next,
+            destinations,
+            waiting,
+            ..
+        } = &mut *state;
+        let d = destinations.get_mut(destination).expect("entered above");
         d.next = d.next.max(now) + gap;
         *channel_next = channel_slot_after(*channel_next, now, self.channel_gap);
-        if let Some(t) = ticket {
-            d.queue.retain(|q| *q != t);
+        if let Some(key) = key {
+            d.queue.retain(|q| *q != key.1);
+            waiting.remove(&key);
         }
         Slot::Take
     }
 
-    /// Waits for the slots of one destination, in the order the workers asked;
-    /// `Err(until)` when the row should go back to the queue instead (see [`Slot::Defer`]).
-    pub async fn acquire(&self, destination: &str, is_group: bool) -> Result<(), Instant> {
+    /// Whether a worker with more than `left` messages of its digest to send could take
+    /// the channel's slot at `now`: its destination is ready for it and it is asking now.
+    fn outranked(&self, state: &State, left: usize, now: Instant) -> bool {
+        state.waiting.range(..(Reverse(left), 0)).any(|(_, w)| {
+            w.wakes <= now
+                && state.destinations.get(&w.destination).is_some_and(|d| {
+                    d.turn(0, self.gap(w.is_group), state.channel_paused, now) <= now
+                })
+        })
+    }
+
+    /// Waits for the slots of one destination, in the order the workers asked, for a
+    /// message with `left` messages of its digest still to send, itself included (the
+    /// channel's slots go to the most left first); `Err(until)` when the row should go
+    /// back to the queue instead (see [`Slot::Defer`]).
+    pub async fn acquire(
+        &self,
+        destination: &str,
+        is_group: bool,
+        left: usize,
+    ) -> Result<(), Instant> {
         // Too long a queue already: the first decision defers, and the place is left.
-        let queued = Queued::new(self, destination);
+        let queued = Queued::new(self, destination, is_group, left);
         loop {
-            match self.decide(destination, is_group, Instant::now(), Some(queued.ticket)) {
+            match self.decide(destination, is_group, Instant::now(), Some(queued.key)) {
                 Slot::Take => return Ok(()),
                 Slot::Defer(until) => return Err(until),
                 Slot::WaitUntil(at) => tokio::time::sleep_until(at).await,
@@ -232,11 +304,7 @@ impl Limits {
     /// its next one waits the destination's spacing from now, not from when the slot
     /// was taken.
     pub fn sent(&self, destination: &str, is_group: bool) {
-        let gap = if is_group {
-            self.group_gap
-        } else {
-            self.destination_gap
-        };
+        let gap = self.gap(is_group);
         let now = Instant::now();
         let mut state = self.state();
         if let Some(d) = state.destinations.get_mut(destination) {
@@ -279,11 +347,13 @@ impl Limits {
 struct Queued<'a> {
     limits: &'a Limits,
     destination: &'a str,
-    ticket: u64,
+    /// Its place among the channel's waiters; the ticket is its place in the destination's
+    /// queue too.
+    key: (Reverse<usize>, u64),
 }
 
 impl<'a> Queued<'a> {
-    fn new(limits: &'a Limits, destination: &'a str) -> Queued<'a> {
+    fn new(limits: &'a Limits, destination: &'a str, is_group: bool, left: usize) -> Queued<'a> {
         let now = Instant::now();
         let mut state = limits.state();
         if state.destinations.len() >= state.prune_at {
@@ -292,25 +362,37 @@ impl<'a> Queued<'a> {
                 .retain(|_, d| !d.queue.is_empty() || d.next > now || d.paused_until > now);
             state.prune_at = (state.destinations.len() * 2).max(PRUNE_ABOVE);
         }
-        let d = state
+        let ticket = state.issued;
+        state.issued += 1;
+        let key = (Reverse(left), ticket);
+        state.waiting.insert(
+            key,
+            Waiter {
+                destination: destination.to_string(),
+                is_group,
+                wakes: now,
+            },
+        );
+        state
             .destinations
             .entry(destination.to_string())
-            .or_insert_with(|| Destination::new(now, now));
-        let ticket = d.issued;
-        d.issued += 1;
-        d.queue.push_back(ticket);
+            .or_insert_with(|| Destination::new(now, now))
+            .queue
+            .push_back(ticket);
         Queued {
             limits,
             destination,
-            ticket,
+            key,
         }
     }
 }
 
 impl Drop for Queued<'_> {
     fn drop(&mut self) {
-        if let Some(d) = self.limits.state().destinations.get_mut(self.destination) {
-            d.queue.retain(|q| *q != self.ticket);
+        let mut state = self.limits.state();
+        state.waiting.remove(&self.key);
+        if let Some(d) = state.destinations.get_mut(self.destination) {
+            d.queue.retain(|q| *q != self.key.1);
         }
     }
 }
@@ -412,7 +494,7 @@ mod tests {
         for _ in 0..64 {
             let limits = limits.clone();
             tasks.push(tokio::spawn(async move {
-                limits.acquire("host:443", false).await.is_ok()
+                limits.acquire("host:443", false, 1).await.is_ok()
             }));
         }
         let mut sent = 0;
@@ -430,7 +512,7 @@ mod tests {
         for _ in 0..30 {
             let limits = limits.clone();
             tasks.push(tokio::spawn(async move {
-                limits.acquire("host:443", false).await.ok()?;
+                limits.acquire("host:443", false, 1).await.ok()?;
                 Some(Instant::now())
             }));
         }
@@ -464,7 +546,7 @@ mod tests {
             tasks.push(tokio::spawn(async move {
                 let mut sent = 0;
                 for _ in 0..50 {
-                    sent += usize::from(limits.acquire("host:443", false).await.is_ok());
+                    sent += usize::from(limits.acquire("host:443", false, 1).await.is_ok());
                 }
                 sent
             }));
@@ -484,10 +566,10 @@ mod tests {
     fn a_worker_that_leaves_the_queue_does_not_hold_up_those_behind_it() {
         let limits = telegram();
         let t0 = Instant::now();
-        let first = Queued::new(&limits, "chat:1");
-        let second = Queued::new(&limits, "chat:1");
+        let first = Queued::new(&limits, "chat:1", false, 1);
+        let second = Queued::new(&limits, "chat:1", false, 1);
         // Behind the first, the second waits one gap more than the first.
-        let Slot::WaitUntil(at) = limits.decide("chat:1", false, t0, Some(second.ticket)) else {
+        let Slot::WaitUntil(at) = limits.decide("chat:1", false, t0, Some(second.key)) else {
             panic!("must wait")
         };
         let gap = destination_gap(1.0);
@@ -495,7 +577,7 @@ mod tests {
         // The first gives its row back (or its task ends): the second is first now.
         drop(first);
         assert_eq!(
-            limits.decide("chat:1", false, Instant::now(), Some(second.ticket)),
+            limits.decide("chat:1", false, Instant::now(), Some(second.key)),
             Slot::Take
         );
     }
@@ -566,7 +648,62 @@ mod tests {
         for i in 0..PRUNE_ABOVE + 10 {
             limits.poll(&format!("chat:{i}"), false, t0);
         }
-        drop(Queued::new(&limits, "chat:new"));
+        drop(Queued::new(&limits, "chat:new", false, 1));
         assert!(limits.remembered() < 100, "{}", limits.remembered());
+    }
+
+    /// 64 workers deliver `digests` two-message digests, each to a destination of its own,
+    /// through `limits`, each request taking 1-20 ms; returns every send, in order.
+    async fn fan_out(limits: std::sync::Arc<Limits>, digests: usize) -> Vec<Instant> {
+        let next = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let sends = std::sync::Arc::new(Mutex::new(Vec::new()));
+        let mut workers = Vec::new();
+        for worker in 0..64u64 {
+            let (limits, next, sends) = (limits.clone(), next.clone(), sends.clone());
+            workers.push(tokio::spawn(async move {
+                let mut seed = worker * 2654435761 + 1;
+                loop {
+                    let n = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    if n >= digests {
+                        return;
+                    }
+                    for parts_left in (1..=2).rev() {
+                        let hook = format!("hook:{n}");
+                        limits
+                            .acquire(&hook, false, parts_left)
+                            .await
+                            .expect("never held long");
+                        sends.lock().unwrap().push(Instant::now());
+                        // The request itself: 1-20 ms, different for every send.
+                        seed ^= seed << 13;
+                        seed ^= seed >> 7;
+                        seed ^= seed << 17;
+                        tokio::time::sleep(Duration::from_micros(1_000 + seed % 19_000)).await;
+                    }
+                }
+            }));
+        }
+        for w in workers {
+            w.await.unwrap();
+        }
+        let mut sends = std::mem::take(&mut *sends.lock().unwrap());
+        sends.sort();
+        sends
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_fan_out_of_two_message_digests_keeps_the_channel_full_to_its_last_message() {
+        // Discord: 50/s per bot, a second between two messages to one webhook. Every
+        // digest's last message must wait a second after its first: if the first messages
+        // of the last digests go out late, the run ends on a second of half-empty slots.
+        let sends = fan_out(shared(50.0, 1.0), 500).await;
+        let gap = destination_gap(50.0);
+        let span = sends[999] - sends[0];
+        let ideal = gap * 999;
+        // Served first come, the end came 100 ms late here (a second in the real bench).
+        assert!(
+            span <= ideal + Duration::from_millis(20),
+            "{span:?} for {ideal:?}"
+        );
     }
 }
