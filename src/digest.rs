@@ -157,7 +157,9 @@ pub fn assemble(candidates: &[Candidate], summaries: &Summaries, a: Assembly<'_>
             let event = DigestEvent {
                 n: 0,
                 id: c.event.id.clone(),
-                title: c.event.primary().title.clone(),
+                // A release is headed by its name and version ("PyTorch 2.9.1", not
+                // "PyTorch 2.9.1 Release, bug fix release"): the body says what kind it is.
+                title: c.event.heading(),
                 summary: text.summary.clone(),
                 why_it_matters: text.why_it_matters.clone(),
                 brief: text.brief.clone(),

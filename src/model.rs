@@ -98,6 +98,17 @@ impl Event {
             .unwrap_or(self.primary().title.as_str())
     }
 
+    /// The title a heading gives the event: a release by its name and version ("PyTorch
+    /// 2.9.1", not "PyTorch 2.9.1 Release, bug fix release"; its body says what kind of
+    /// release it is), anything else by its primary item's title.
+    pub fn heading(&self) -> String {
+        let primary = self.primary();
+        match primary.kind {
+            ItemKind::Release => crate::release_notes::release_name(&primary.title).to_string(),
+            _ => primary.title.clone(),
+        }
+    }
+
     /// Distinct source names in item order.
     pub fn source_names(&self) -> Vec<&str> {
         let mut names: Vec<&str> = Vec::new();

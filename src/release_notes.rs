@@ -40,10 +40,15 @@ impl ReleaseNotes {
     }
 }
 
-/// A release's title as a name in a sentence: "PyTorch 2.10.0 Release" -> "PyTorch 2.10.0",
-/// so "… 发布" / "… released" does not say it twice.
+/// A release's title as a name: "PyTorch 2.10.0 Release" -> "PyTorch 2.10.0", and
+/// "PyTorch 2.9.1 Release, bug fix release" -> "PyTorch 2.9.1", so a heading names the
+/// release once and "… 发布" / "… released" does not say it twice. Titles without "release"
+/// after their version stay as they are.
 pub fn release_name(title: &str) -> &str {
     let trimmed = title.trim();
+    if let Some(c) = NAMED_RELEASE.captures(trimmed) {
+        return c.get(1).map_or(trimmed, |m| m.as_str());
+    }
     for suffix in [" release notes", " release", " released", " is released"] {
         let cut = trimmed.len().saturating_sub(suffix.len());
         if trimmed.is_char_boundary(cut) && trimmed[cut..].eq_ignore_ascii_case(suffix) && cut > 0 {
@@ -52,6 +57,14 @@ pub fn release_name(title: &str) -> &str {
     }
     trimmed
 }
+
+/// A name and version followed by "Release" and anything after it: "PyTorch 2.9.1 Release,
+/// bug fix release", "vLLM v0.8.3 release notes", "TensorRT-LLM Release 0.16.0" is not one
+/// (the version comes after).
+static NAMED_RELEASE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)^(.*?\bv?\d+(?:\.\d+)+[\w.+-]*)[\s,:–—-]+(?:is\s+)?release(?:d|\s+notes)?\b")
+        .expect("valid regex")
+});
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Section {
@@ -353,6 +366,20 @@ mod tests {
         );
         assert_eq!(release_name("triton v3.6.0"), "triton v3.6.0");
         assert_eq!(release_name("Release"), "Release");
+        assert_eq!(
+            release_name("PyTorch 2.9.1 Release, bug fix release"),
+            "PyTorch 2.9.1"
+        );
+        assert_eq!(release_name("vLLM v0.8.3 is released"), "vLLM v0.8.3");
+        // The version after the word: only a trailing "release" would go.
+        assert_eq!(
+            release_name("TensorRT-LLM Release 0.16.0"),
+            "TensorRT-LLM Release 0.16.0"
+        );
+        assert_eq!(
+            release_name("CUDA 13.1 Introduces cuTile Python"),
+            "CUDA 13.1 Introduces cuTile Python"
+        );
     }
 
     #[test]

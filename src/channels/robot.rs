@@ -507,14 +507,8 @@ pub fn markdown_units(
                 let sources: Vec<String> = e
                     .sources
                     .iter()
-                    .enumerate()
-                    .map(|(i, s)| {
-                        format!(
-                            "[{}]({})",
-                            t.fill("source_n", &[("n", &(i + 1).to_string())]),
-                            link_url(&s.url)
-                        )
-                    })
+                    .zip(crate::render::source_labels(&e.sources, t))
+                    .map(|(s, label)| format!("[{}]({})", esc(&label), link_url(&s.url)))
                     .collect();
                 md.push_str(&format!(
                     "**{n}. {title}**{line}{}{line}{}{line}**{}** {}",

@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use crate::archive::ArchivedEvent;
 use crate::locale::Locale;
-use crate::model::{Digest, DigestEvent, FollowUp, FollowUpReason};
+use crate::model::{Digest, DigestEvent, FollowUp, FollowUpReason, SourceLink};
 use crate::text::collapse_whitespace;
 
 /// Separates units inside the Telegram template; never occurs in escaped text.
@@ -572,15 +572,44 @@ impl Renderer {
             sources: e
                 .sources
                 .iter()
-                .enumerate()
-                .map(|(i, s)| LinkView {
-                    label: t.fill("source_n", &[("n", &(i + 1).to_string())]),
+                .zip(source_labels(&e.sources, t))
+                .map(|(s, label)| LinkView {
+                    label,
                     name: s.name.clone(),
                     url: s.url.clone(),
                 })
                 .collect(),
         }
     }
+}
+
+/// The text of each of an event's source links: the source's name ("arXiv",
+/// "NVIDIA/cutlass"), numbered when two links share one ("arXiv 1", "arXiv 2"), "Source n"
+/// when it has none. A reader sees where a link goes before following it, which "Source 1"
+/// did not say. Plain text: each render escapes it for its markup.
+pub fn source_labels(sources: &[SourceLink], t: &Locale) -> Vec<String> {
+    let names: Vec<String> = sources
+        .iter()
+        .map(|s| collapse_whitespace(&s.name))
+        .collect();
+    let mut seen: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            if name.is_empty() {
+                return t.fill("source_n", &[("n", &(i + 1).to_string())]);
+            }
+            let shared = names.iter().filter(|n| *n == name).count() > 1;
+            let nth = seen.entry(name).or_default();
+            *nth += 1;
+            if shared {
+                format!("{name} {nth}")
+            } else {
+                name.clone()
+            }
+        })
+        .collect()
 }
 
 /// What marks a follow-up, in the reader's language: "Continues “title” (date)".
@@ -733,4 +762,31 @@ fn md_url(value: String) -> String {
 pub fn dated_title(d: &Digest) -> String {
     let when = d.week.clone().unwrap_or_else(|| d.date.to_string());
     collapse_whitespace(&format!("{when} · {}", d.title))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn link(name: &str) -> SourceLink {
+        SourceLink {
+            name: name.into(),
+            url: format!("https://example.com/{name}"),
+        }
+    }
+
+    #[test]
+    fn source_links_are_labelled_by_their_source() {
+        let zh = Locale::builtin("zh-CN");
+        let labels = source_labels(
+            &[link("arXiv"), link("NVIDIA"), link("arXiv"), link(" ")],
+            &zh,
+        );
+        assert_eq!(labels, ["arXiv 1", "NVIDIA", "arXiv 2", "原始来源 4"]);
+        let en = Locale::builtin("en");
+        assert_eq!(
+            source_labels(&[link("NVIDIA/cutlass")], &en),
+            ["NVIDIA/cutlass"]
+        );
+    }
 }

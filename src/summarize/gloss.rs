@@ -223,9 +223,149 @@ pub fn render(fact: &Fact, t: &Locale) -> String {
     )
 }
 
+/// The plain shapes a release note gives a changed requirement, default or name in, each
+/// with its locale key (`change_<name>`): the whole line must be one of them, so a gloss is
+/// never a guess at a longer sentence. Names, versions and code stay as written.
+static CHANGES: LazyLock<Vec<(Regex, &'static str)>> = LazyLock::new(|| {
+    [
+        (
+            r"(?:support for )?(?P<x>.{1,60}?) (?:is|are) no longer supported",
+            "unsupported",
+        ),
+        (
+            r"(?:dropped|drops|drop|removed|removes|remove) support for (?P<x>.{1,60})",
+            "unsupported",
+        ),
+        (
+            r"(?:now )?requires? (?P<x>.{1,60}?) or (?:newer|later|above|higher)",
+            "requires",
+        ),
+        (
+            r"the minimum (?:supported )?(?:\w+ )?version is now (?P<x>.{1,40})",
+            "minimum",
+        ),
+        (
+            r"(?P<x>.{1,60}?) (?:is|are) now (?P<y>[\w-]{1,24}) by default",
+            "default_is",
+        ),
+        (
+            r"(?P<x>.{1,60}?) now defaults? to (?P<y>.{1,40})",
+            "defaults_to",
+        ),
+        (
+            r"(?P<x>.{1,60}?) (?:is|are|has been|have been) renamed to (?P<y>.{1,60})",
+            "renamed",
+        ),
+        (
+            r"(?P<x>.{1,60}?) (?:is|are|has been|have been) deprecated",
+            "deprecated",
+        ),
+        (r"(?P<x>.{1,60}?) (?:has|have) been removed", "removed"),
+        (r"removed? (?P<x>.{1,60})", "removed"),
+    ]
+    .into_iter()
+    .map(|(p, key)| (Regex::new(&format!("(?i)^{p}$")).expect("valid regex"), key))
+    .collect()
+});
+
+/// A release-note line that asks something of users, said in the reader's language when
+/// the whole line is one plain shape ("Python 3.9 is no longer supported" -> 不再支持
+/// Python 3.9); None for anything else, which is quoted as written.
+pub fn change(line: &str, t: &Locale) -> Option<String> {
+    // "… (#171204)." and a closing full stop are not part of what changed.
+    let line = line.trim().trim_end_matches('.');
+    let line = match line.rfind(" (#") {
+        Some(i) if line.ends_with(')') => &line[..i],
+        _ => line,
+    }
+    .trim_end_matches('.')
+    .trim();
+    CHANGES.iter().find_map(|(shape, key)| {
+        let c = shape.captures(line)?;
+        let part = |name: &str| c.name(name).map_or("", |m| m.as_str().trim());
+        let (x, y) = (part("x"), part("y"));
+        let x = x
+            .strip_prefix("The ")
+            .or_else(|| x.strip_prefix("the "))
+            .unwrap_or(x);
+        // What changed must be a name or code ("Python 3.9", "tl.dot_scaled", "CUDA
+        // Toolkit 13.0"): a phrase such as "the legacy interface" would stay English inside
+        // the Chinese sentence, so that line is quoted instead.
+        if !is_name(x) || !(y.is_empty() || is_name(y) || !y.contains(' ')) {
+            return None;
+        }
+        Some(t.fill(&format!("change_{key}"), &[("x", x), ("y", y)]))
+    })
+}
+
+/// Every word a name or code: capitalised, or holding a digit, a dot, an underscore, a
+/// bracket or `=`; at most six words, one clause.
+fn is_name(part: &str) -> bool {
+    let words: Vec<&str> = part.split_whitespace().collect();
+    !words.is_empty()
+        && words.len() <= 6
+        && !part.contains(". ")
+        && !part.contains(';')
+        && words.iter().all(|w| {
+            w.starts_with(|c: char| c.is_uppercase())
+                || w.contains(|c: char| c.is_ascii_digit() || "._=()`+-".contains(c))
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn plain_change_lines_are_said_in_chinese_and_others_are_left_alone() {
+        let zh = Locale::builtin("zh-CN");
+        let said = |line: &str| change(line, &zh);
+        assert_eq!(
+            said("Python 3.9 is no longer supported.").as_deref(),
+            Some("不再支持 Python 3.9")
+        );
+        assert_eq!(
+            said("Requires CUDA Toolkit 13.0 or newer").as_deref(),
+            Some("需要 CUDA Toolkit 13.0 或更新版本")
+        );
+        assert_eq!(
+            said("The minimum version is now Python 3.10 (#171204)").as_deref(),
+            Some("最低版本要求改为 Python 3.10")
+        );
+        assert_eq!(
+            said("Atomics are now relaxed by default").as_deref(),
+            Some("Atomics 的默认行为改为 relaxed")
+        );
+        assert_eq!(
+            said("torch.load now defaults to weights_only=True").as_deref(),
+            Some("torch.load 的默认值改为 weights_only=True")
+        );
+        assert_eq!(
+            said("tl.dot_scaled has been renamed to tl.scaled_dot.").as_deref(),
+            Some("tl.dot_scaled 更名为 tl.scaled_dot")
+        );
+        assert_eq!(
+            said("Removed cutlass.op and cutlass.emit").as_deref(),
+            None,
+            "\"and\" is not part of a name"
+        );
+        assert_eq!(
+            said("The CUTLASS 2.x Python API has been removed").as_deref(),
+            Some("移除了 CUTLASS 2.x Python API")
+        );
+        assert_eq!(said("The legacy Python interface has been removed"), None);
+        // A longer statement is quoted as written, never half-translated.
+        assert_eq!(
+            said(
+                "CuTe DSL is now the primary Python interface to CUTLASS, the legacy Python interface has been removed, and the minimum toolchain is CUDA 13.0."
+            ),
+            None
+        );
+        assert_eq!(
+            said("Requires CUDA Toolkit 13.0 or newer and C++20 (GCC 11+, Clang 17+)."),
+            None
+        );
+    }
 
     #[test]
     fn figures_are_glossed_with_what_they_measure() {

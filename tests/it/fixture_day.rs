@@ -41,7 +41,8 @@ async fn sections_ranking_and_window_match_an_experts_reading() {
     assert_eq!(d.key_changes[0].title, "CUTLASS 5.0.0");
     let mut rest = titles(&d.key_changes[1..]);
     rest.sort();
-    assert_eq!(rest, vec!["PyTorch 2.10.0 Release", "Triton v3.6.0"]);
+    // A release is headed by its name and version ("PyTorch 2.10.0 Release" in the feed).
+    assert_eq!(rest, vec!["PyTorch 2.10.0", "Triton v3.6.0"]);
     assert!(d.key_changes.iter().all(|e| e.kind == ItemKind::Release));
     let papers = titles(&d.papers);
     assert_eq!(papers.len(), 4, "{papers:?}");
@@ -324,19 +325,16 @@ async fn events_are_numbered_once_per_digest_and_filtering_keeps_the_numbers() {
 #[tokio::test]
 async fn breaking_and_behaviour_changes_lead_why_it_matters_and_name_the_watch_item() {
     let (d, _, _, _dir) = fixture_digest().await;
-    let event = |prefix: &str| {
-        d.events()
-            .find(|e| e.title.starts_with(prefix))
-            .unwrap_or_else(|| panic!("no {prefix} event"))
-    };
+    let event = |prefix: &str| titled(&d, prefix);
     // CUTLASS 5.0's notes have a "Breaking changes" section; PyTorch's "Backwards
-    // Incompatible Changes"; Triton's "Breaking changes" after its bug fixes.
+    // Incompatible Changes"; Triton's "Breaking changes" after its bug fixes. A change in
+    // one plain shape is said in Chinese (gloss::change); a longer one is quoted.
     for (title, quoted) in [
         ("CUTLASS 5.0.0", "「Requires CUDA Toolkit 13.0 or newer"),
-        ("Triton v3.6.0", "「Python 3.9 is no longer supported.」"),
+        ("Triton v3.6.0", "不再支持 Python 3.9。"),
         (
             "PyTorch 2.10.0",
-            "「Python 3.9 is no longer supported. The minimum version",
+            "不再支持 Python 3.9；最低版本要求改为 Python 3.10。",
         ),
     ] {
         let e = event(title);
@@ -376,7 +374,7 @@ async fn breaking_and_behaviour_changes_lead_why_it_matters_and_name_the_watch_i
     );
     assert!(!patch.summary.contains("Fixed a build failure with GCC 14"));
     // A patch that fixes wrong results says so, marked, and its watch item says to upgrade.
-    let fix = event("PyTorch 2.9.1 Release, bug fix release");
+    let fix = event("PyTorch 2.9.1");
     assert!(
         fix.why_it_matters
             .starts_with("⚠ 修复错误结果，建议升级：「Fix incorrect results from index_put_"),
@@ -407,9 +405,9 @@ async fn breaking_and_behaviour_changes_lead_why_it_matters_and_name_the_watch_i
     }
     let paper = d.papers.first().unwrap();
     assert!(
-        paper
-            .why_it_matters
-            .starts_with("论文报告（对比 FlashAttention-3、cuDNN、CuTe）：「"),
+        paper.why_it_matters.starts_with(
+            "论文报告（对比 FlashAttention-3、cuDNN、CuTe）：算力达到 1,530 TFLOPS。原文：「"
+        ),
         "{}",
         paper.why_it_matters
     );
@@ -478,4 +476,28 @@ async fn the_headline_and_overview_are_written_in_the_readers_language() {
         papers.title
     );
     assert!(papers.title.ends_with("另有 3 篇论文"), "{}", papers.title);
+}
+
+#[tokio::test]
+async fn a_chinese_why_says_the_main_result_in_chinese_before_quoting_it() {
+    let (d, _, _, _dir) = fixture_digest().await;
+    let why = |prefix: &str| titled(&d, prefix).why_it_matters.clone();
+    // The figure the overview names, with what it measures, then the source's words.
+    let tilefuse = why("TileFuse");
+    assert!(
+        tilefuse.contains("：算力达到 1,530 TFLOPS。原文：「On B200"),
+        "{tilefuse}"
+    );
+    // One gloss only: a second figure's words are as often a share of cases as a result
+    // ("6.1% beat the reference by more than 10%" is no 10% speed-up).
+    let arena = why("KernelArena");
+    assert!(arena.contains("：通过率达到 71.4%。原文：「"), "{arena}");
+    assert!(!arena.contains("速度提升 10%"), "{arena}");
+}
+
+/// The event of `d` whose title starts with `prefix`.
+fn titled<'a>(d: &'a kdigest::model::Digest, prefix: &str) -> &'a kdigest::model::DigestEvent {
+    d.events()
+        .find(|e| e.title.starts_with(prefix))
+        .unwrap_or_else(|| panic!("no {prefix} event"))
 }

@@ -94,12 +94,8 @@ fn event_embed(n: usize, e: &DigestEvent, section: &str, footer: &str, t: &Local
     ];
     // Source links, as many fields as needed, each within the field value limit.
     let mut value = String::new();
-    for (i, s) in e.sources.iter().enumerate() {
-        let link = format!(
-            "[{}]({})",
-            t.fill("source_n", &[("n", &(i + 1).to_string())]),
-            markdown_url(&s.url)
-        );
+    for (s, label) in e.sources.iter().zip(crate::render::source_labels(&e.sources, t)) {
+        let link = format!("[{}]({})", esc(&label), markdown_url(&s.url));
         if !value.is_empty() && value.chars().count() + 2 + link.chars().count() > FIELD_VALUE_MAX {
             fields.push(json!({"name": field_name(t.get("sources")), "value": std::mem::take(&mut value), "inline": false}));
         }

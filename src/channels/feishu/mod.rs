@@ -201,7 +201,8 @@ fn units(d: &Digest, t: &Locale) -> Vec<Unit> {
                     button: e
                         .sources
                         .first()
-                        .map(|s| (t.fill("source_n", &[("n", "1")]), s.url.clone())),
+                        .zip(crate::render::source_labels(&e.sources, t).into_iter().next())
+                        .map(|(s, label)| (label, s.url.clone())),
                 }
             }
             Piece::Closing => {

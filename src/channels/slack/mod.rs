@@ -157,9 +157,12 @@ fn units(d: &Digest, t: &Locale, site: Option<&str>) -> Vec<Vec<Value>> {
                     format!("{} {}", escape(t.get("layers")), escape(&e.layers.join(t.get("list_separator")))),
                     format!("{} *{}/100*", escape(t.get("score")), e.score),
                 ];
-                context.extend(e.sources.iter().enumerate().map(|(i, s)| {
-                    format!("<{}|{}>", link_url(&s.url), label(&t.fill("source_n", &[("n", &(i + 1).to_string())])))
-                }));
+                context.extend(
+                    e.sources
+                        .iter()
+                        .zip(crate::render::source_labels(&e.sources, t))
+                        .map(|(s, text)| format!("<{}|{}>", link_url(&s.url), label(&text))),
+                );
                 context.truncate(CONTEXT_ELEMENTS_MAX);
                 blocks.push(json!({
                     "type": "context",
