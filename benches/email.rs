@@ -166,7 +166,7 @@ fn kdigest_run(sink: Sink, pool: u32) -> (usize, f64, f64) {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("bench.sqlite");
     let tables = format!(
-        "[email]\nsmtp_host = \"127.0.0.1\"\nsmtp_port = {}\ntls = \"none\"\npool_size = {pool}\npublic_url = \"https://digest.example.org/\"\n[delivery.email]\nper_sec = 10000.0\nper_destination_per_sec = 10.0\nconcurrency = {pool}\n",
+        "[email]\nsmtp_host = \"127.0.0.1\"\nsmtp_port = {}\ntls = \"none\"\npool_size = {pool}\n[web]\npublic_url = \"https://digest.example.org/\"\n[delivery.email]\nper_sec = 10000.0\nper_destination_per_sec = 10.0\nconcurrency = {pool}\n",
         sink.port
     );
     let config_path = dir.path().join("config.toml");

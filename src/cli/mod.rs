@@ -231,6 +231,13 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         .map_or(crate::config::LogFormat::Text, |c| c.daemon.log_format);
     let daemon = matches!(cli.command, Command::Run { once: false, .. });
     init_logging(format, if daemon { "info" } else { "warn" });
+    // Deprecated keys still work; each command says once where they moved (check-config
+    // prints them with its verdict).
+    if !matches!(cli.command, Command::CheckConfig) {
+        for note in config.iter().flat_map(|c| &c.notes) {
+            tracing::warn!(message = "Deprecated configuration key", note = %note);
+        }
+    }
     // The configuration of every command but demo, eval and store (loaded above).
     let loaded = || config.clone().expect("loaded above");
     match cli.command {
@@ -325,6 +332,9 @@ async fn subscribers_command(
 
 fn check_config(config: &Config) -> anyhow::Result<()> {
     crate::summarize::check_ready(config)?;
+    for note in &config.notes {
+        eprintln!("Note: {note}");
+    }
     // The catalogue `sources enable` draws from, checked against this configuration
     // (its layers may be named differently: a note, not an error).
     for problem in crate::sources::catalogue::problems(
@@ -349,7 +359,7 @@ fn site_renderer(config: &Config) -> anyhow::Result<Renderer> {
         &config.digest.language,
         config.digest.templates_dir.as_deref(),
     )?
-    .with_site(config.email.public_url.clone()))
+    .with_site(config.web.public_url.clone()))
 }
 
 async fn digest_command(
@@ -430,7 +440,7 @@ async fn demo_command(
     let lang = subscribers::parse_language(lang)?;
     // The site's base from the configuration, if one was given: the robots' "read on the
     // web" buttons link there.
-    let site = config.as_ref().map(|c| c.email.public_url.clone());
+    let site = config.as_ref().map(|c| c.web.public_url.clone());
     let digest = crate::demo::run(config, lang.as_deref()).await?;
     let mut renderer = Renderer::new(&digest.language, None)?;
     if let Some(site) = site {

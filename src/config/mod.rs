@@ -131,7 +131,20 @@ pub struct Config {
     pub telegram: TelegramConfig,
     pub discord: DiscordConfig,
     pub email: EmailConfig,
+    pub web: WebConfig,
     pub signup: SignupConfig,
+    /// Keys still read but deprecated, each with where it moved: `check-config` prints
+    /// them and every command logs them once at start.
+    pub notes: Vec<String>,
+}
+
+/// The web site (`[web]`).
+#[derive(Debug, Clone)]
+pub struct WebConfig {
+    /// The site's public address, ending in '/': the base of the links in emails (sign-up
+    /// confirmation, preferences, unsubscribe, votes), of the Atom feed and the chat
+    /// buttons' "read on the web", and of Telegram's webhook.
+    pub public_url: url::Url,
 }
 
 /// Web sign-up limits.
@@ -424,6 +437,7 @@ const TOP_LEVEL_KEYS: &[&str] = &[
     "telegram",
     "discord",
     "email",
+    "web",
     "signup",
 ];
 
@@ -484,18 +498,23 @@ impl Config {
         let discord: discord::config::RawDiscord = section(&table, "discord", &mut problems);
         let email: email::config::RawEmail = section(&table, "email", &mut problems);
         let signup: RawSignup = section(&table, "signup", &mut problems);
+        let web: RawWeb = section(&table, "web", &mut problems);
         let sources = raw_sources(&table, &mut problems);
         let layers = raw_layers(&table, &mut problems);
 
         let digest = validate_digest(digest, &mut problems);
+        let mut notes = Vec::new();
+        let web = validate_web(web, email.public_url.as_deref(), &mut problems, &mut notes);
         let config = Config {
             schedule: validate_schedule(schedule, digest.timezone, &mut problems),
             delivery: validate_delivery(delivery, &mut problems),
             daemon: validate_daemon(daemon, &mut problems),
             telegram: telegram::config::validate(telegram, &mut problems),
             discord: discord::config::validate(discord, &mut problems),
-            email: email::config::validate(email, &mut problems),
+            email: email::config::validate(email, &web.public_url, &mut problems),
+            web,
             signup: validate_signup(signup, &mut problems),
+            notes,
             digest,
             sources: validate_sources(sources, &mut problems),
             layers: validate_layers(layers, &mut problems),
@@ -679,6 +698,53 @@ mod tests {
         assert_eq!(c.layer_names(), DEFAULT_LAYERS);
         assert_eq!(c.sources.len(), 5);
         assert_eq!(c.digest.min_score, Score::from_f64(60.0));
+    }
+
+    #[test]
+    fn the_sites_address_is_read_from_web_and_from_its_old_key_with_a_note() {
+        let site = |text: &str| {
+            Config::parse(text).map(|c| {
+                (
+                    c.web.public_url.to_string(),
+                    c.email.public_url.to_string(),
+                    c.notes,
+                )
+            })
+        };
+        let (web, email, notes) =
+            site("[web]\npublic_url = \"https://news.example.com/kd\"\n").unwrap();
+        assert_eq!(web, "https://news.example.com/kd/");
+        assert_eq!(email, web, "the email links are under the site's address");
+        assert!(notes.is_empty());
+        // The old key still works, and says where it moved.
+        let (web, _, notes) = site("[email]\npublic_url = \"https://old.example.com/\"\n").unwrap();
+        assert_eq!(web, "https://old.example.com/");
+        assert_eq!(notes.len(), 1);
+        assert!(notes[0].contains("[web] public_url"), "{notes:?}");
+        // Both: the same address is a note, two addresses an error naming the old key.
+        let (_, _, notes) = site("[web]\npublic_url = \"https://a.example/\"\n[email]\npublic_url = \"https://a.example\"\n").unwrap();
+        assert!(notes[0].contains("remove it"), "{notes:?}");
+        let err = site("[web]\npublic_url = \"https://a.example/\"\n[email]\npublic_url = \"https://b.example/\"\n").unwrap_err();
+        assert!(
+            err.problems[0].message.starts_with("email.public_url: "),
+            "{err}"
+        );
+        assert_eq!(
+            err.problems[0].at.as_ref().map(|l| l.line),
+            Some(4),
+            "{err}"
+        );
+        let err = site("[web]\npublic_url = \"ftp://a.example/\"\n").unwrap_err();
+        assert!(
+            err.problems[0]
+                .message
+                .starts_with("web.public_url: \"ftp://a.example/\" is not an http(s) URL"),
+            "{err}"
+        );
+        let err = site("[web]\npublic_ur = \"https://a.example/\"\n").unwrap_err();
+        assert!(err.to_string().contains("public_url"), "{err}");
+        // Unset: the documented placeholder.
+        assert_eq!(site("").unwrap().0, "https://digest.example.org/");
     }
 
     #[test]

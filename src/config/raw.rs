@@ -356,6 +356,13 @@ pub(super) fn default_layers() -> Vec<(String, RawLayer)> {
 /// Built-in layer keywords; config.toml repeats them so users can see and edit them.
 const DEFAULT_LAYERS_TOML: &str = include_str!("../default_layers.toml");
 
+/// `[web]`: the web site.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawWeb {
+    pub public_url: Option<String>,
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RawSignup {

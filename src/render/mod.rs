@@ -183,7 +183,7 @@ pub struct Renderer {
     env: Environment<'static>,
     locale: Locale,
     language: String,
-    /// The web site's base URL (`email.public_url`), for "read on the web" links.
+    /// The web site's base URL (`[web] public_url`), for "read on the web" links.
     site: Option<url::Url>,
 }
 

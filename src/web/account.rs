@@ -90,7 +90,7 @@ impl Account {
                 min_score: config.digest.min_score,
                 boost: None,
             },
-            public_url: config.email.public_url.clone(),
+            public_url: config.web.public_url.clone(),
             per_ip_per_hour: i64::from(signup.per_ip_per_hour.max(1)),
             per_address_per_day: i64::from(signup.per_address_per_day.max(1)),
             trust_forwarded_for: signup.trust_forwarded_for,

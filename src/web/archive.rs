@@ -172,7 +172,7 @@ pub async fn layer_feed(State(blog): State<Arc<Blog>>, Path(layer): Path<String>
     if !blog.config.layer_names().contains(&layer.as_str()) {
         return not_found(&blog);
     }
-    let base = blog.config.email.public_url.clone();
+    let base = blog.config.web.public_url.clone();
     let t = blog.renderer.locale();
     let result = async {
         let found = blog.store.layer_events(&layer, 0, FEED_ENTRIES).await?;

@@ -210,7 +210,7 @@ pub async fn digest_page(
 
 /// Atom 1.0: one entry per digest, newest first.
 pub async fn feed(State(blog): State<Arc<Blog>>) -> Response {
-    let base = blog.config.email.public_url.clone();
+    let base = blog.config.web.public_url.clone();
     let result = async {
         let digests = blog.store.digests_page(0, FEED_ENTRIES).await?;
         let t = blog.renderer.locale();

@@ -81,7 +81,7 @@ pub async fn vote_button(
     )
         .into_response();
     if let Some(id) = new_cookie {
-        let secure = if blog.config.email.public_url.scheme() == "https" {
+        let secure = if blog.config.web.public_url.scheme() == "https" {
             "; Secure"
         } else {
             ""

@@ -30,7 +30,7 @@ impl Site {
         let config = fixture_config(
             &format!("{}/feeds", feeds.base),
             dir.path(),
-            &format!("[email]\npublic_url = \"{base}\"\n"),
+            &format!("[web]\npublic_url = \"{base}\"\n"),
         );
         let store = open_store(&config).await;
         let newest =

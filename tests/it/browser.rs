@@ -344,7 +344,7 @@ async fn a_reader_browses_subscribes_confirms_receives_and_leaves_in_chromium() 
         dir.path(),
         &storage.display().to_string(),
         &format!(
-            "[daemon]\nlisten = \"127.0.0.1:{port}\"\n[schedule]\ncron = \"0 8 1 1 *\"\n[email]\nsmtp_host = \"127.0.0.1\"\nsmtp_port = {smtp_port}\ntls = \"none\"\nfrom = \"kdigest <digest@example.org>\"\nlist_id = \"digest.example.org\"\npublic_url = \"{base}\"\n"
+            "[daemon]\nlisten = \"127.0.0.1:{port}\"\n[schedule]\ncron = \"0 8 1 1 *\"\n[email]\nsmtp_host = \"127.0.0.1\"\nsmtp_port = {smtp_port}\ntls = \"none\"\nfrom = \"kdigest <digest@example.org>\"\nlist_id = \"digest.example.org\"\n[web]\npublic_url = \"{base}\"\n"
         ),
     );
     // The digest of the fixture day, stored (nobody to deliver to yet).

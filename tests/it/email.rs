@@ -84,7 +84,7 @@ async fn newsletters_arrive_as_multipart_with_list_headers_and_one_click_unsubsc
     let web_base = format!("http://{}/", web.local_addr().unwrap());
     let dir = tempfile::tempdir().unwrap();
     let extra = format!(
-        "[email]\nsmtp_host = \"127.0.0.1\"\nsmtp_port = {smtp_port}\ntls = \"none\"\nfrom = \"kdigest <digest@example.org>\"\nreply_to = \"editors@example.org\"\nlist_id = \"digest.example.org\"\npublic_url = \"{web_base}\"\nunsubscribe_mailto = \"unsubscribe@example.org\"\n[delivery]\nmax_attempts = 2\nbackoff_base_secs = 0.2\n"
+        "[email]\nsmtp_host = \"127.0.0.1\"\nsmtp_port = {smtp_port}\ntls = \"none\"\nfrom = \"kdigest <digest@example.org>\"\nreply_to = \"editors@example.org\"\nlist_id = \"digest.example.org\"\nunsubscribe_mailto = \"unsubscribe@example.org\"\n[web]\npublic_url = \"{web_base}\"\n[delivery]\nmax_attempts = 2\nbackoff_base_secs = 0.2\n"
     );
     let day = email_day(
         &feeds.base,

@@ -33,7 +33,7 @@ async fn email_links_and_web_buttons_count_one_vote_per_reader_and_refuse_forger
         &format!("{}/feeds", feeds.base),
         dir.path(),
         &format!(
-            "[email]\nsmtp_host = \"127.0.0.1\"\ntls = \"none\"\nfrom = \"kdigest <digest@example.org>\"\nlist_id = \"digest.example.org\"\npublic_url = \"{base}\"\n"
+            "[email]\nsmtp_host = \"127.0.0.1\"\ntls = \"none\"\nfrom = \"kdigest <digest@example.org>\"\nlist_id = \"digest.example.org\"\n[web]\npublic_url = \"{base}\"\n"
         ),
     );
     let store = open_store(&config).await;
@@ -64,7 +64,7 @@ async fn email_links_and_web_buttons_count_one_vote_per_reader_and_refuse_forger
     let mailer = EmailSender::with_secrets(&config.email, secret.clone(), None, None).unwrap();
     let renderer = kdigest::render::Renderer::new("en", None)
         .unwrap()
-        .with_site(config.email.public_url.clone());
+        .with_site(config.web.public_url.clone());
     let payload = kdigest::channels::Channel::Email
         .render(&digest, &renderer)
         .unwrap()

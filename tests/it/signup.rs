@@ -17,7 +17,7 @@ use crate::smtp::{Mails, header, parts, spawn_smtp};
 
 fn email_config(smtp_port: u16, public_url: &str, extra: &str) -> String {
     format!(
-        "[email]\nsmtp_host = \"127.0.0.1\"\nsmtp_port = {smtp_port}\ntls = \"none\"\nfrom = \"kdigest <digest@example.org>\"\nlist_id = \"digest.example.org\"\npublic_url = \"{public_url}\"\n{extra}"
+        "[web]\npublic_url = \"{public_url}\"\n[email]\nsmtp_host = \"127.0.0.1\"\nsmtp_port = {smtp_port}\ntls = \"none\"\nfrom = \"kdigest <digest@example.org>\"\nlist_id = \"digest.example.org\"\n{extra}"
     )
 }
 
@@ -281,7 +281,7 @@ async fn readers_sign_up_confirm_once_and_change_their_preferences() {
 
     // Preferences: the form shows the current choice; POST changes it; bad input changes nothing.
     let prefs = link(
-        &config.email.public_url,
+        &config.web.public_url,
         &secret,
         Purpose::Preferences,
         reader.id,

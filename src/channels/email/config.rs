@@ -3,7 +3,7 @@
 
 use serde::Deserialize;
 
-use crate::config::validate::{env_var_name, http_url};
+use crate::config::validate::env_var_name;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SmtpTls {
@@ -27,7 +27,8 @@ pub struct EmailConfig {
     pub from: lettre::message::Mailbox,
     pub reply_to: Option<lettre::message::Mailbox>,
     pub list_id: String,
-    /// Base URL of the web site, for unsubscribe links.
+    /// Base URL of the web site (`[web] public_url`, given by the app's configuration), for
+    /// the confirmation, preferences, unsubscribe and vote links.
     pub public_url: url::Url,
     pub unsubscribe_mailto: Option<String>,
     pub pool_size: u32,
@@ -64,7 +65,8 @@ pub struct RawEmail {
     pub from: String,
     pub reply_to: Option<String>,
     pub list_id: String,
-    pub public_url: String,
+    /// Deprecated: the site's address is `[web] public_url` (still read when that is unset).
+    pub public_url: Option<String>,
     pub unsubscribe_mailto: Option<String>,
     pub pool_size: u32,
     pub timeout_secs: f64,
@@ -85,7 +87,7 @@ impl Default for RawEmail {
             from: "kdigest <digest@example.org>".into(),
             reply_to: None,
             list_id: "digest.example.org".into(),
-            public_url: "https://digest.example.org/".into(),
+            public_url: None,
             unsubscribe_mailto: None,
             pool_size: 4,
             timeout_secs: 30.0,
@@ -97,7 +99,9 @@ impl Default for RawEmail {
     }
 }
 
-pub(crate) fn validate(raw: RawEmail, problems: &mut Vec<String>) -> EmailConfig {
+/// The `[email]` section; `site` is the web site's address (`[web] public_url`), the base of
+/// the links in every email.
+pub(crate) fn validate(raw: RawEmail, site: &url::Url, problems: &mut Vec<String>) -> EmailConfig {
     let mailbox = |key: &str, value: &str, problems: &mut Vec<String>| {
         value.parse::<lettre::message::Mailbox>().map_err(|e| {
             problems.push(format!(
@@ -123,16 +127,6 @@ pub(crate) fn validate(raw: RawEmail, problems: &mut Vec<String>) -> EmailConfig
             SmtpTls::StartTls
         }
     };
-    // A base URL without a trailing slash would lose its last segment in Url::join.
-    let with_slash = if raw.public_url.ends_with('/') {
-        raw.public_url.clone()
-    } else {
-        format!("{}/", raw.public_url)
-    };
-    let public_url = http_url(&with_slash).unwrap_or_else(|| {
-        problems.push(format!("email.public_url: \"{}\" is not an http(s) URL; it is the base of unsubscribe and feed links", raw.public_url));
-        url::Url::parse("https://digest.example.org/").expect("static URL")
-    });
     if raw.list_id.trim().is_empty()
         || raw.list_id.contains(char::is_whitespace)
         || raw.list_id.contains(['<', '>'])
@@ -204,7 +198,7 @@ pub(crate) fn validate(raw: RawEmail, problems: &mut Vec<String>) -> EmailConfig
         from,
         reply_to,
         list_id: raw.list_id,
-        public_url,
+        public_url: site.clone(),
         unsubscribe_mailto: raw.unsubscribe_mailto,
         dkim,
         pool_size: raw.pool_size.clamp(1, 64),

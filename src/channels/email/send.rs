@@ -119,7 +119,7 @@ impl EmailSender {
         })
     }
 
-    /// The signed link for one subscriber, under `email.public_url`.
+    /// The signed link for one subscriber, under `[web] public_url`.
     pub fn link(&self, purpose: Purpose, subscriber_id: i64) -> String {
         link(
             &self.config.public_url,
