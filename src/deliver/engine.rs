@@ -8,7 +8,7 @@
 //! longer holds its row's claim token changes nothing. Concurrency per channel is bounded
 //! by config; on shutdown nothing new is claimed and in-flight sends finish.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -16,12 +16,12 @@ use std::time::Duration;
 
 use chrono::{DateTime, Datelike, NaiveDate, Utc};
 use futures::FutureExt as _;
-use sha2::{Digest as _, Sha256};
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
 use super::health::Health;
 use super::limits::Limits;
+use super::outcome::{self, OUTAGE_PAUSE, Outcome, Refusals, RetryPolicy};
 use super::{Editions, RenderCache, SendError, Sender, plan};
 use crate::config::{Config, DeliveryConfig};
 use crate::metrics::Metrics;
@@ -29,8 +29,6 @@ use crate::model::Digest;
 use crate::store::{Claimed, Settled, Store, WHOLE_CHANNEL, is_busy};
 use crate::subscriber::{Channel, Edition, Status};
 
-/// How long a channel pauses after an outage (at most `delivery.backoff_max`).
-const OUTAGE_PAUSE: Duration = Duration::from_secs(60);
 /// How often expired claims are returned to the queue, at most (a sixth of a claim's life
 /// when that is shorter).
 const REAP_EVERY: Duration = Duration::from_secs(15);
@@ -141,7 +139,7 @@ impl Engine {
             limits,
             cache: Arc::new(
                 RenderCache::new(config.digest.templates_dir.clone())
-                    .with_site(config.email.public_url.clone()),
+                    .with_site(config.web.public_url.clone()),
             ),
             digests: Mutex::new(BTreeMap::new()),
             language: config.digest.language.clone(),
@@ -597,7 +595,7 @@ impl Engine {
         let settle = if attempts >= self.delivery.max_attempts {
             self.store.mark_failed(c, attempts, &reason).await
         } else {
-            let next = after(self.backoff(&c.id, attempts));
+            let next = after(outcome::backoff(self.retry_policy(), &c.id, attempts));
             self.store.mark_retry(c, attempts, next, &reason).await
         };
         if let Err(error) = self.settled(c, settle) {
@@ -755,10 +753,6 @@ impl Engine {
                     let reason = format!("Destination moved twice (last to {address})");
                     return self.fail(c, channel, attempts, &reason).await;
                 }
-                Err(SendError::Failed { reason }) => {
-                    tracing::warn!(message = "Message rejected; not retried", subscriber = %subscriber.address, error = %reason);
-                    return self.fail(c, channel, attempts, &reason).await;
-                }
                 Ok(()) => {
                     let _ = self.note_answer(channel, &destination, false);
                     part += 1;
@@ -773,86 +767,105 @@ impl Engine {
                         }
                     }
                 }
-                Err(error @ (SendError::Transient { .. } | SendError::Refused { .. })) => {
-                    let (reason, retry_after) = match error {
-                        SendError::Transient {
-                            reason,
-                            retry_after,
-                        } => (reason, retry_after),
-                        SendError::Refused { reason } => {
-                            if self.note_answer(channel, &destination, true)
-                                && self.pause_channel(channel, OUTAGE_PAUSE, &reason).await
-                            {
-                                tracing::error!(
-                                    message = "Most receivers refuse our credentials (401/403) at once: check the signing key (delivery.webhook_secret_env). The channel is paused; nobody is disabled",
-                                    channel = channel.as_str(),
-                                    pause_secs = OUTAGE_PAUSE.as_secs()
-                                );
-                                self.metrics.delivery(channel.as_str(), "paused");
-                            }
-                            (reason, None)
-                        }
-                        _ => unreachable!("matched above"),
-                    };
-                    // A server may ask for any wait; never more than the longest backoff.
-                    let retry_after = retry_after.map(|w| w.min(self.delivery.backoff_max));
-                    if let Some(wait) = retry_after {
-                        self.pause(channel, &destination, wait, &reason).await;
+                Err(error) => {
+                    let reason = error.to_string();
+                    if matches!(error, SendError::Refused { .. })
+                        && self.note_answer(channel, &destination, true)
+                        && self.pause_channel(channel, OUTAGE_PAUSE, &reason).await
+                    {
+                        tracing::error!(
+                            message = "Most receivers refuse our credentials (401/403) at once: check the signing key (delivery.webhook_secret_env). The channel is paused; nobody is disabled",
+                            channel = channel.as_str(),
+                            pause_secs = OUTAGE_PAUSE.as_secs()
+                        );
+                        self.metrics.delivery(channel.as_str(), "paused");
                     }
-                    if attempts >= self.delivery.max_attempts {
-                        tracing::warn!(message = "Delivery failed after the last attempt", subscriber = %subscriber.address, attempts, error = %reason);
-                        return self.fail(c, channel, attempts, &reason).await;
-                    }
-                    let wait = retry_after
-                        .unwrap_or_default()
-                        .max(self.backoff(&c.id, attempts));
-                    self.metrics.delivery(channel.as_str(), "retry");
-                    tracing::info!(message = "Delivery will be retried", subscriber = %subscriber.address, attempts, wait_secs = wait.as_secs_f64(), error = %reason);
-                    let settle = self
-                        .store
-                        .mark_retry(c, attempts, after(wait), &reason)
-                        .await;
-                    return self.settled(c, settle);
-                }
-                Err(SendError::Outage {
-                    reason,
-                    retry_after,
-                }) => {
-                    // Nobody's fault but the relay's or the platform's: no attempt is used,
-                    // and every delivery of the channel waits, as long as the platform asked
-                    // (never longer than the longest backoff). Reported once per pause, not
-                    // once per recipient.
-                    let wait = retry_after
-                        .map_or(self.delivery.backoff_max.min(OUTAGE_PAUSE), |w| {
-                            w.min(self.delivery.backoff_max)
-                        });
-                    if self.pause_channel(channel, wait, &reason).await {
-                        tracing::error!(message = "Channel paused: it is down, refused our login or is rate-limited as a whole; deliveries wait, nobody is marked bounced", channel = channel.as_str(), pause_secs = wait.as_secs_f64(), error = %reason);
-                    }
-                    self.metrics.delivery(channel.as_str(), "paused");
-                    let settle = self
-                        .store
-                        .mark_retry(c, c.attempts, after(wait), &reason)
-                        .await;
-                    return self.settled(c, settle);
-                }
-                Err(SendError::Permanent { reason }) => {
-                    tracing::warn!(message = "Subscriber disabled after a permanent delivery failure", subscriber = %subscriber.address, error = %reason);
-                    self.fail(c, channel, attempts, &reason).await?;
-                    self.store
-                        .set_subscriber_status(
-                            subscriber.id,
-                            &Status::Disabled(reason.clone()),
-                            Utc::now(),
+                    let decision = outcome::decide(&error, attempts, &c.id, self.retry_policy());
+                    return self
+                        .apply(
+                            c,
+                            channel,
+                            &subscriber,
+                            &destination,
+                            attempts,
+                            &reason,
+                            decision,
                         )
-                        .await?;
-                    return self.store.fail_pending_for(subscriber.id, &reason).await;
+                        .await;
                 }
             }
         }
         self.metrics.delivery(channel.as_str(), "sent");
         let settle = self.sent.mark_sent(&self.store, c, attempts).await;
         self.settled(c, settle)
+    }
+
+    /// Carries out the decision for a failed send (see [`outcome::decide`]).
+    #[allow(clippy::too_many_arguments)]
+    async fn apply(
+        &self,
+        c: &Claimed,
+        channel: Channel,
+        subscriber: &crate::subscriber::Subscriber,
+        destination: &str,
+        attempts: u32,
+        reason: &str,
+        decision: Outcome,
+    ) -> anyhow::Result<()> {
+        match decision {
+            Outcome::Retry {
+                wait,
+                pause_destination,
+            } => {
+                if let Some(pause) = pause_destination {
+                    self.pause(channel, destination, pause, reason).await;
+                }
+                self.metrics.delivery(channel.as_str(), "retry");
+                tracing::info!(message = "Delivery will be retried", subscriber = %subscriber.address, attempts, wait_secs = wait.as_secs_f64(), error = %reason);
+                let settle = self
+                    .store
+                    .mark_retry(c, attempts, after(wait), reason)
+                    .await;
+                self.settled(c, settle)
+            }
+            Outcome::Fail { pause_destination } => {
+                if let Some(pause) = pause_destination {
+                    self.pause(channel, destination, pause, reason).await;
+                }
+                tracing::warn!(message = "Delivery failed; not retried", subscriber = %subscriber.address, attempts, error = %reason);
+                self.fail(c, channel, attempts, reason).await
+            }
+            Outcome::PauseChannel { wait } => {
+                // Nobody's fault but the relay's or the platform's: no attempt is used, and
+                // every delivery of the channel waits. Reported once per pause, not once
+                // per recipient.
+                if self.pause_channel(channel, wait, reason).await {
+                    tracing::error!(message = "Channel paused: it is down, refused our login or is rate-limited as a whole; deliveries wait, nobody is marked bounced", channel = channel.as_str(), pause_secs = wait.as_secs_f64(), error = %reason);
+                }
+                self.metrics.delivery(channel.as_str(), "paused");
+                let settle = self
+                    .store
+                    .mark_retry(c, c.attempts, after(wait), reason)
+                    .await;
+                self.settled(c, settle)
+            }
+            Outcome::Disable => {
+                tracing::warn!(message = "Subscriber disabled after a permanent delivery failure", subscriber = %subscriber.address, error = %reason);
+                self.fail(c, channel, attempts, reason).await?;
+                self.store
+                    .set_subscriber_status(
+                        subscriber.id,
+                        &Status::Disabled(reason.to_string()),
+                        Utc::now(),
+                    )
+                    .await?;
+                self.store.fail_pending_for(subscriber.id, reason).await
+            }
+        }
+    }
+
+    fn retry_policy(&self) -> RetryPolicy {
+        RetryPolicy::from(&self.delivery)
     }
 
     /// Pauses one destination, here and in the store (so rows not yet claimed stay queued
@@ -908,19 +921,6 @@ impl Engine {
         self.metrics.delivery(channel.as_str(), "failed");
         let settle = self.store.mark_failed(c, attempts, reason).await;
         self.settled(c, settle)
-    }
-
-    /// Exponential backoff with jitter: base × 2^(attempt-1), capped, times a factor in
-    /// [0.5, 1) derived from the delivery id so retries of many rows do not align.
-    fn backoff(&self, id: &str, attempt: u32) -> Duration {
-        let exp = self
-            .delivery
-            .backoff_base
-            .saturating_mul(2u32.saturating_pow(attempt.saturating_sub(1).min(20)));
-        let capped = exp.min(self.delivery.backoff_max);
-        let hash = Sha256::digest(format!("{id}/{attempt}").as_bytes());
-        let jitter = 0.5 + f64::from(hash[0]) / 512.0;
-        capped.mul_f64(jitter)
     }
 
     /// What `/healthz` reports; the daemon adds the platform links it keeps trying.
@@ -1016,64 +1016,9 @@ fn panic_text(panic: Box<dyn std::any::Any + Send>) -> String {
         .unwrap_or_else(|| "a panic without a message".into())
 }
 
-/// The latest answers of one channel: which destinations refused our credentials.
-#[derive(Default)]
-struct Refusals {
-    recent: VecDeque<(String, bool)>,
-}
-
-impl Refusals {
-    /// Answers remembered; a verdict needs at least [`Refusals::QUORUM`] of them.
-    const WINDOW: usize = 40;
-    const QUORUM: usize = 10;
-    /// Refusals from this many distinct destinations at least: one receiver that changed
-    /// its key is that receiver's problem.
-    const DISTINCT: usize = 5;
-
-    /// Records one answer; true when most recent answers are refusals from several
-    /// destinations.
-    fn note(&mut self, destination: &str, refused: bool) -> bool {
-        self.recent.push_back((destination.to_string(), refused));
-        if self.recent.len() > Self::WINDOW {
-            self.recent.pop_front();
-        }
-        let refusing: std::collections::BTreeSet<&str> = self
-            .recent
-            .iter()
-            .filter(|(_, r)| *r)
-            .map(|(d, _)| d.as_str())
-            .collect();
-        let refused = self.recent.iter().filter(|(_, r)| *r).count();
-        self.recent.len() >= Self::QUORUM
-            && refused * 2 > self.recent.len()
-            && refusing.len() >= Self::DISTINCT
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn most_destinations_refusing_at_once_is_our_fault_one_is_theirs() {
-        let mut one = Refusals::default();
-        let verdicts: Vec<bool> = (0..40)
-            .map(|i| one.note(if i % 2 == 0 { "a" } else { "b" }, i % 2 == 0 || i % 3 == 0))
-            .collect();
-        assert!(
-            !verdicts.iter().any(|v| *v),
-            "two receivers are not most of them"
-        );
-        let mut many = Refusals::default();
-        let verdicts: Vec<bool> = (0..12)
-            .map(|i| many.note(&format!("host{i}"), true))
-            .collect();
-        assert_eq!(verdicts.iter().position(|v| *v), Some(9), "a quorum first");
-        let mut healthy = Refusals::default();
-        for i in 0..40 {
-            assert!(!healthy.note(&format!("host{i}"), i % 4 == 0));
-        }
-    }
 
     #[test]
     fn panics_are_described() {

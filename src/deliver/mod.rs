@@ -6,6 +6,7 @@
 pub mod engine;
 pub mod health;
 pub mod limits;
+pub mod outcome;
 mod sent;
 
 use std::collections::HashMap;
