@@ -29,7 +29,10 @@ use crate::channels::email::EmailSender;
 use crate::config::{Config, LANGUAGES, Secret};
 use crate::deliver::SendError;
 use crate::model::{Filter, Score};
-use crate::render::{AccountForm, AccountPage, Choice, LinkEmail, Renderer, SettingsForm};
+use crate::render::Renderer;
+use crate::render::pages::{
+    AccountForm, AccountPage, CadenceForm, Choice, LinkEmail, SettingsForm,
+};
 use crate::store::{Signup, Store};
 use crate::subscriber::{Address, Subscriber};
 use crate::tokens::{CONFIRM_TTL_SECS, Purpose, link, verify};
@@ -514,10 +517,7 @@ fn form_cadence(fields: &Fields) -> Result<Option<crate::subscriber::Cadence>, S
 
 /// The cadence selects with `current` chosen; the day is the current roll-up day (Monday
 /// for a daily reader).
-fn cadence_form(
-    current: crate::subscriber::Cadence,
-    t: &crate::locale::Locale,
-) -> crate::render::CadenceForm {
+fn cadence_form(current: crate::subscriber::Cadence, t: &crate::locale::Locale) -> CadenceForm {
     use crate::subscriber::{Cadence, DEFAULT_WEEKLY_DAY};
     let kind = match current {
         Cadence::Daily => "daily",
@@ -525,13 +525,13 @@ fn cadence_form(
         Cadence::Both(_) => "both",
     };
     let day = current.weekly_day().unwrap_or(DEFAULT_WEEKLY_DAY);
-    let choice = |value: &str, label: String, checked: bool| crate::render::Choice {
+    let choice = |value: &str, label: String, checked: bool| Choice {
         value: value.to_string(),
         label,
         checked,
         href: String::new(),
     };
-    crate::render::CadenceForm {
+    CadenceForm {
         kinds: ["daily", "weekly", "both"]
             .into_iter()
             .map(|k| {

@@ -12,7 +12,7 @@ use serde::Deserialize;
 
 use crate::archive::{ArchivedEvent, terms};
 use crate::model::is_event_id;
-use crate::render::ArchivePage;
+use crate::render::pages::ArchivePage;
 use crate::web::blog::{AtomEntry, Blog, atom, atom_response, failure, not_found};
 use crate::web::html;
 

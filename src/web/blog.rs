@@ -117,7 +117,7 @@ pub async fn home(State(blog): State<Arc<Blog>>, Query(q): Query<PageQuery>) -> 
 /// A 404 that is a page: what is missing and the way home.
 pub(super) fn not_found(blog: &Blog) -> Response {
     let t = blog.renderer.locale();
-    let page = crate::render::AccountPage {
+    let page = crate::render::pages::AccountPage {
         title: t.get("not_found_title").to_string(),
         paragraphs: vec![t.get("not_found_text").to_string()],
         ..Default::default()

@@ -16,7 +16,7 @@ use chrono::Utc;
 
 use crate::feedback::Vote;
 use crate::model::is_event_id;
-use crate::render::{AccountForm, AccountPage};
+use crate::render::pages::{AccountForm, AccountPage};
 use crate::tokens::Purpose;
 use crate::web::account::{Account, failure, not_a_form};
 use crate::web::blog::Blog;

@@ -29,7 +29,7 @@ use super::account::{
 use crate::channels::{Address, Meta, Options, SendError};
 use crate::config::LANGUAGES;
 use crate::model::Filter;
-use crate::render::AccountForm;
+use crate::render::pages::AccountForm;
 use crate::store::Signup;
 use crate::subscriber::Status;
 use crate::tokens::{CONFIRM_TTL_SECS, Purpose, chat_code, same_secret, sign, verify};
