@@ -18,7 +18,8 @@ use crate::feedback::Vote;
 use crate::model::is_event_id;
 use crate::render::pages::{AccountForm, AccountPage};
 use crate::tokens::Purpose;
-use crate::web::account::{Account, failure, not_a_form};
+use crate::web::account::Account;
+use crate::web::account::forms::{failure, not_a_form};
 use crate::web::blog::Blog;
 
 /// The cookie that names a browser's votes.

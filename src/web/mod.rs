@@ -110,7 +110,7 @@ pub fn router(metrics: Arc<Metrics>, services: Services) -> Router {
             .route("/vote", post(feedback::vote_button).with_state(b));
     }
     if let Some(a) = account {
-        use account::*;
+        use account::{manage::*, signup::*};
         router = router
             .route(
                 "/subscribe",

@@ -22,9 +22,9 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use chrono::Utc;
 
-use super::account::{
-    Account, Fields, LangQuery, client_key, failure, not_a_form, page_language, parse_fields,
-    parse_settings,
+use super::account::Account;
+use super::account::forms::{
+    Fields, LangQuery, client_key, failure, not_a_form, page_language, parse_fields, parse_settings,
 };
 use crate::channels::{Address, Meta, Options, SendError};
 use crate::config::LANGUAGES;
