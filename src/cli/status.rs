@@ -36,13 +36,13 @@ pub async fn run(config: &Config, store: Option<&Store>) -> anyhow::Result<()> {
         None => println!("Last digest: none yet"),
     }
     print_next_run(config, now);
-    match store.lease_holder(crate::daemon::LEASE).await? {
+    match store.lease_holder(crate::daemon::lease::LEASE).await? {
         Some((holder, until)) if until >= now.timestamp() => {
             let until =
                 DateTime::from_timestamp(until, 0).map_or_else(String::new, |t| t.to_rfc3339());
             // A lease outlives a kill -9; a holder on this host that no longer exists is
             // not running, and the next `kdigest run` takes its lease over at once.
-            if crate::daemon::holder_is_dead(&holder) {
+            if crate::daemon::lease::holder_is_dead(&holder) {
                 println!(
                     "Daemon: not running (its last holder {holder} died without releasing the lease, which lapses at {until}; `kdigest run` takes it over at once)"
                 );
@@ -53,11 +53,11 @@ pub async fn run(config: &Config, store: Option<&Store>) -> anyhow::Result<()> {
         _ => println!("Daemon: not running"),
     }
     // Every instance heartbeats; the ones heard from lately are alive.
-    let recent =
-        now - chrono::Duration::from_std(crate::daemon::HEARTBEAT_EVERY * 3).unwrap_or_default();
+    let recent = now
+        - chrono::Duration::from_std(crate::daemon::lease::HEARTBEAT_EVERY * 3).unwrap_or_default();
     let instances = store.live_instances(recent).await?;
     let scheduler = store
-        .lease_holder(crate::daemon::LEASE)
+        .lease_holder(crate::daemon::lease::LEASE)
         .await?
         .filter(|(_, until)| *until >= now.timestamp())
         .map(|(holder, _)| holder);

@@ -477,7 +477,12 @@ async fn status_says_a_dead_lease_holder_is_not_running() {
     let holder = format!("{}:{pid}", kdigest::instance::host_name());
     assert!(
         store
-            .try_lease(kdigest::daemon::LEASE, &holder, 3_600, chrono::Utc::now())
+            .try_lease(
+                kdigest::daemon::lease::LEASE,
+                &holder,
+                3_600,
+                chrono::Utc::now()
+            )
             .await
             .unwrap()
     );

@@ -236,7 +236,7 @@ async fn the_scheduler_fails_over_within_the_lease_when_its_instance_dies() {
     let ids: Vec<String> = children.iter().map(id_of).collect();
     let holder = |store: Store| async move {
         store
-            .lease_holder(kdigest::daemon::LEASE)
+            .lease_holder(kdigest::daemon::lease::LEASE)
             .await
             .unwrap()
             .filter(|(_, until)| *until >= Utc::now().timestamp())
