@@ -124,6 +124,12 @@ pub trait ChannelSpec {
         None
     }
 
+    /// An address as a reader gives it, with a credential where the channel's addresses
+    /// carry one, and that credential ("" when none): the channel compliance test
+    /// (tests/it/compliance.rs) parses, stores and shows it, and checks that the credential
+    /// never appears in the form shown in logs and listings.
+    const EXAMPLE: (&'static str, &'static str);
+
     /// The address within the channel (a chat id, a URL).
     type Target: Clone + PartialEq + Eq + Hash + fmt::Debug;
     type Sender;
@@ -161,6 +167,9 @@ pub trait ChannelSpec {
 
     /// The messages of one filtered digest, in sending order.
     fn render(digest: &Digest, renderer: &Renderer) -> anyhow::Result<Vec<String>>;
+    /// What in one rendered message breaks the platform's documented limits (empty: it is
+    /// within them). The compliance test holds every channel's renders to it.
+    fn limit_problems(message: &str) -> Vec<String>;
     /// A short plain message in this channel's payload form (the sign-up's confirmation
     /// code), for channels that take one.
     fn note(_text: &str) -> Option<String> {
@@ -235,6 +244,21 @@ macro_rules! registry {
                 let renderer = renderer.for_digest(digest);
                 match self {
                     $(Channel::$variant => <$module::Spec as ChannelSpec>::render(digest, &renderer)),*
+                }
+            }
+
+            /// An example address and its credential ("" when none); see
+            /// [`ChannelSpec::EXAMPLE`].
+            pub fn example(self) -> (&'static str, &'static str) {
+                match self {
+                    $(Channel::$variant => <$module::Spec as ChannelSpec>::EXAMPLE),*
+                }
+            }
+
+            /// What in one rendered message breaks the platform's limits.
+            pub fn limit_problems(self, message: &str) -> Vec<String> {
+                match self {
+                    $(Channel::$variant => <$module::Spec as ChannelSpec>::limit_problems(message)),*
                 }
             }
 

@@ -50,6 +50,8 @@ pub trait Platform {
     const LIMITS: ChannelLimits;
     /// Whether its robots can require a signature and a keyword (Feishu, DingTalk).
     const SIGNED: bool;
+    /// See [`ChannelSpec::EXAMPLE`].
+    const EXAMPLE: (&'static str, &'static str);
 
     /// Checks a webhook URL's host and path and keeps only what identifies the robot.
     fn normalize(url: url::Url) -> Result<url::Url, String>;
@@ -61,8 +63,24 @@ pub trait Platform {
     fn add_keyword(payload: &mut Value, keyword: &str);
     /// Signs one request (Feishu in the body, DingTalk in the query).
     fn sign(_url: &mut url::Url, _payload: &mut Value, _secret: &Secret, _now_ms: i64) {}
+    /// What in one payload breaks the platform's documented limits.
+    fn limit_problems(payload: &Value) -> Vec<String>;
     /// The platform's answer: `Ok` or how the engine should treat the failure.
     fn answer(status: u16, retry_after: Option<Duration>, body: &str) -> Result<(), SendError>;
+}
+
+/// The `limit_problems` of the markdown robots: the text at `pointer` (or a plain text
+/// message's `text.content`) within `max` UTF-8 bytes.
+pub fn text_within(payload: &Value, pointer: &str, max: usize) -> Vec<String> {
+    match payload
+        .pointer(pointer)
+        .or(payload.pointer("/text/content"))
+        .and_then(Value::as_str)
+    {
+        None => vec![format!("neither {pointer} nor /text/content")],
+        Some(t) if t.len() > max => vec![format!("{pointer} of {} bytes, above {max}", t.len())],
+        Some(_) => Vec::new(),
+    }
 }
 
 /// A [`Platform`] as a channel of the registry.
@@ -75,6 +93,7 @@ impl<P: Platform> ChannelSpec for RobotSpec<P> {
     const FORMAT: Option<&'static str> = Some("json");
     // Each robot is limited on its own; no budget across robots is documented.
     const SHARED_BUDGET: bool = false;
+    const EXAMPLE: (&'static str, &'static str) = P::EXAMPLE;
 
     type Target = Robot;
     type Sender = RobotSender;
@@ -183,6 +202,13 @@ impl<P: Platform> ChannelSpec for RobotSpec<P> {
             .iter()
             .map(|m| Ok(serde_json::to_string_pretty(m)? + "\n"))
             .collect()
+    }
+
+    fn limit_problems(message: &str) -> Vec<String> {
+        match serde_json::from_str::<Value>(message) {
+            Ok(payload) => P::limit_problems(&payload),
+            Err(e) => vec![format!("not JSON: {e}")],
+        }
     }
 
     fn note(text: &str) -> Option<String> {

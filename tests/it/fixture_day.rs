@@ -8,23 +8,7 @@ use kdigest::locale::Locale;
 use kdigest::model::{Digest, Filter, ItemKind, Score};
 use kdigest::pipeline;
 
-use crate::helpers::{fixture_config, open_store, spawn_feed_server};
-
-async fn fixture_digest() -> (
-    Digest,
-    kdigest::config::Config,
-    kdigest::store::Store,
-    tempfile::TempDir,
-) {
-    let server = spawn_feed_server().await;
-    let dir = tempfile::tempdir().unwrap();
-    let config = fixture_config(&format!("{}/feeds", server.base), dir.path(), "");
-    let store = open_store(&config).await;
-    let digest = pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
-        .await
-        .unwrap();
-    (digest, config, store, dir)
-}
+use crate::helpers::{fixture_config, fixture_digest, open_store, spawn_feed_server};
 
 fn titles(events: &[kdigest::model::DigestEvent]) -> Vec<&str> {
     events.iter().map(|e| e.title.as_str()).collect()

@@ -573,3 +573,16 @@ impl Drop for Process {
         }
     }
 }
+
+/// The fixture day's digest (2026-10-28, examples/feeds) generated through the real fetch
+/// path into a fresh SQLite store, with its configuration, store and directory.
+pub async fn fixture_digest() -> (kdigest::model::Digest, Config, Store, tempfile::TempDir) {
+    let server = spawn_feed_server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = fixture_config(&format!("{}/feeds", server.base), dir.path(), "");
+    let store = open_store(&config).await;
+    let digest = kdigest::pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
+        .await
+        .unwrap();
+    (digest, config, store, dir)
+}

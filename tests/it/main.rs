@@ -5,6 +5,7 @@ mod blog;
 mod browser;
 mod cli;
 mod cluster;
+mod compliance;
 mod delivery;
 mod discord;
 mod email;

@@ -31,6 +31,10 @@ pub const TEXT_MAX: usize = 18_000;
 impl Platform for DingTalk {
     const NAME: &'static str = "dingtalk";
     const FORMS: &'static str = "dingtalk:<robot webhook URL>";
+    const EXAMPLE: (&'static str, &'static str) = (
+        "dingtalk:https://oapi.dingtalk.com/robot/send?access_token=9f3ac0ffee51d1e",
+        "9f3ac0ffee51d1e",
+    );
     // 20 a minute per robot: 19 a minute keeps any 60-second window at or under 20. A
     // digest of several messages holds its slot for 3.16 s per message, so slots are many:
     // with 64, 500 robots with 4-message digests took 80 s (benches/robots.rs).
@@ -57,6 +61,11 @@ impl Platform for DingTalk {
             }
             _ => Err("a DingTalk robot URL looks like https://oapi.dingtalk.com/robot/send?access_token=<token>".into()),
         }
+    }
+
+    /// The markdown text within the 20,000 bytes integrations work with.
+    fn limit_problems(payload: &Value) -> Vec<String> {
+        robot::text_within(payload, "/markdown/text", 20_000)
     }
 
     fn render(d: &Digest, t: &Locale, site: Option<&str>) -> Vec<Value> {

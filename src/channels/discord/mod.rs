@@ -34,6 +34,10 @@ pub struct Spec;
 impl ChannelSpec for Spec {
     const NAME: &'static str = "discord";
     const FORMS: &'static str = "discord:<channel id>, discord:<webhook URL>";
+    const EXAMPLE: (&'static str, &'static str) = (
+        "discord:https://discord.com/api/webhooks/112233445566778899/SeCrEt-WeBhOoK-ToKeN",
+        "SeCrEt-WeBhOoK-ToKeN",
+    );
     // 50 requests/s per bot (the limiter's 1/40 arrival margin makes it 48.8/s) and 5 per
     // 5 s per channel. The concurrency
     // is high because a multi-message digest holds its slot while the per-destination limit
@@ -102,6 +106,13 @@ impl ChannelSpec for Spec {
             .iter()
             .map(|m| serde_json::to_string_pretty(m).map(|s| s + "\n"))
             .collect::<Result<_, _>>()?)
+    }
+
+    fn limit_problems(message: &str) -> Vec<String> {
+        match serde_json::from_str(message) {
+            Ok(payload) => render::limit_problems(&payload),
+            Err(e) => vec![format!("not JSON: {e}")],
+        }
     }
 
     /// Webhook subscribers need no bot token, so the Discord channel is always there.

@@ -149,6 +149,46 @@ fn field_value(s: &str) -> String {
 }
 
 /// Characters of an embed that count toward the 6000 limit.
+/// What in one message breaks Discord's embed limits: at most [`EMBEDS_PER_MESSAGE`]
+/// embeds of at most [`CHARS_PER_MESSAGE`] characters together, each title, description,
+/// field, footer and author within its own limit, at most 5 rows of 5 buttons.
+pub fn limit_problems(message: &Value) -> Vec<String> {
+    let mut problems = Vec::new();
+    let embeds = message["embeds"].as_array().map_or(&[][..], Vec::as_slice);
+    if embeds.is_empty() || embeds.len() > EMBEDS_PER_MESSAGE {
+        problems.push(format!("{} embeds, not 1 to {EMBEDS_PER_MESSAGE}", embeds.len()));
+    }
+    let total: usize = embeds.iter().map(embed_chars).sum();
+    if total > CHARS_PER_MESSAGE {
+        problems.push(format!("{total} characters in the embeds, above {CHARS_PER_MESSAGE}"));
+    }
+    let len = |v: &Value| v.as_str().map_or(0, |s| s.chars().count());
+    for (i, e) in embeds.iter().enumerate() {
+        let fields = e["fields"].as_array().map_or(&[][..], Vec::as_slice);
+        let checks = [
+            ("title", len(&e["title"]), TITLE_MAX),
+            ("description", len(&e["description"]), DESCRIPTION_MAX),
+            ("footer", len(&e["footer"]["text"]), FOOTER_MAX),
+            ("author", len(&e["author"]["name"]), AUTHOR_MAX),
+            ("fields", fields.len(), FIELDS_MAX),
+        ]
+        .into_iter()
+        .chain(fields.iter().flat_map(|f| {
+            [("field name", len(&f["name"]), FIELD_NAME_MAX), ("field value", len(&f["value"]), FIELD_VALUE_MAX)]
+        }));
+        for (what, n, max) in checks {
+            if n > max {
+                problems.push(format!("embed {i}: {what} of {n}, above {max}"));
+            }
+        }
+    }
+    let rows = message["components"].as_array().map_or(&[][..], Vec::as_slice);
+    if rows.len() > 5 || rows.iter().any(|r| r["components"].as_array().is_some_and(|b| b.len() > 5)) {
+        problems.push("more than 5 rows of 5 buttons".into());
+    }
+    problems
+}
+
 pub fn embed_chars(embed: &Value) -> usize {
     let len = |v: &Value| v.as_str().map_or(0, |s| s.chars().count());
     let mut n = len(&embed["title"])

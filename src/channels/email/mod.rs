@@ -22,6 +22,7 @@ pub struct Spec;
 impl ChannelSpec for Spec {
     const NAME: &'static str = "email";
     const FORMS: &'static str = "email:<address>";
+    const EXAMPLE: (&'static str, &'static str) = ("email:reader@example.org", "");
     // Gentle on the relay.
     const LIMITS: ChannelLimits = ChannelLimits {
         per_sec: 10.0,
@@ -54,6 +55,22 @@ impl ChannelSpec for Spec {
             PREFERENCES_PLACEHOLDER,
             vote_url.as_deref(),
         )?)?])
+    }
+
+    /// A subject on one line within RFC 5322's 998 characters, and both bodies.
+    fn limit_problems(message: &str) -> Vec<String> {
+        let Ok(email) = serde_json::from_str::<crate::render::Email>(message) else {
+            return vec!["not a rendered email".into()];
+        };
+        let mut problems = Vec::new();
+        let subject = email.subject.chars().count();
+        if subject == 0 || subject > 998 || email.subject.contains(['\r', '\n']) {
+            problems.push(format!("subject of {subject} characters (one line, 1 to 998)"));
+        }
+        if email.html.trim().is_empty() || email.text.trim().is_empty() {
+            problems.push("an empty body".into());
+        }
+        problems
     }
 
     /// Email needs a relay and the key that signs unsubscribe links.

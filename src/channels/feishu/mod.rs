@@ -35,6 +35,10 @@ const PATH: &str = "/open-apis/bot/v2/hook/";
 impl Platform for Feishu {
     const NAME: &'static str = "feishu";
     const FORMS: &'static str = "feishu:<robot webhook URL>";
+    const EXAMPLE: (&'static str, &'static str) = (
+        "feishu:https://open.feishu.cn/open-apis/bot/v2/hook/2b7f3c1e-robot-token",
+        "2b7f3c1e-robot-token",
+    );
     // 5 a second and 100 a minute per robot: one a second keeps under both. No limit across
     // robots is documented; 200 a second is ours. Slots are many because a digest of
     // several cards holds one while its robot's spacing passes (benches/robots.rs).
@@ -58,6 +62,16 @@ impl Platform for Feishu {
             }
             _ => Err("a Feishu robot URL looks like https://open.feishu.cn/open-apis/bot/v2/hook/<token> (Lark: open.larksuite.com)".into()),
         }
+    }
+
+    /// The request body, at most [`BODY_MAX`] bytes (the keyword and signature are added
+    /// within the budget the render leaves).
+    fn limit_problems(payload: &Value) -> Vec<String> {
+        let bytes = payload.to_string().len();
+        (bytes > BODY_MAX)
+            .then(|| format!("body of {bytes} bytes, above {BODY_MAX}"))
+            .into_iter()
+            .collect()
     }
 
     fn render(d: &Digest, t: &Locale, site: Option<&str>) -> Vec<Value> {

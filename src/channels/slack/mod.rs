@@ -32,6 +32,10 @@ pub const CONTEXT_ELEMENTS_MAX: usize = 10;
 impl Platform for Slack {
     const NAME: &'static str = "slack";
     const FORMS: &'static str = "slack:<incoming webhook URL>";
+    const EXAMPLE: (&'static str, &'static str) = (
+        "slack:https://hooks.slack.com/services/T0001/B0002/XXsecretXXtokenXX",
+        "XXsecretXXtokenXX",
+    );
     // About one a second per webhook; nothing documented across webhooks.
     const LIMITS: ChannelLimits = ChannelLimits {
         per_sec: 200.0,
@@ -54,6 +58,45 @@ impl Platform for Slack {
         } else {
             Err("a Slack incoming webhook URL looks like https://hooks.slack.com/services/T…/B…/<secret>".into())
         }
+    }
+
+    /// Block Kit's limits: at most [`BLOCKS_MAX`] blocks, section texts within
+    /// [`SECTION_TEXT_MAX`] (fields too, at most ten of them), a header within
+    /// [`HEADER_TEXT_MAX`], a context within [`CONTEXT_ELEMENTS_MAX`] elements.
+    fn limit_problems(payload: &Value) -> Vec<String> {
+        let mut problems = Vec::new();
+        let Some(blocks) = payload["blocks"].as_array() else {
+            return match payload["text"].as_str() {
+                Some(_) => problems,
+                None => vec!["neither blocks nor text".into()],
+            };
+        };
+        if blocks.len() > BLOCKS_MAX {
+            problems.push(format!("{} blocks, above {BLOCKS_MAX}", blocks.len()));
+        }
+        let chars = |v: &Value| v.as_str().map_or(0, |s| s.chars().count());
+        for (i, b) in blocks.iter().enumerate() {
+            let too_long = |text: &Value, max: usize| (chars(text) > max).then(|| format!("block {i}: text of {} characters, above {max}", chars(text)));
+            match b["type"].as_str() {
+                Some("header") => problems.extend(too_long(&b["text"]["text"], HEADER_TEXT_MAX)),
+                Some("section") => {
+                    problems.extend(too_long(&b["text"]["text"], SECTION_TEXT_MAX));
+                    let fields = b["fields"].as_array().map_or(&[][..], Vec::as_slice);
+                    if fields.len() > 10 {
+                        problems.push(format!("block {i}: {} fields, above 10", fields.len()));
+                    }
+                    problems.extend(fields.iter().filter_map(|f| too_long(&f["text"], 2000)));
+                }
+                Some("context") => {
+                    let n = b["elements"].as_array().map_or(0, Vec::len);
+                    if n > CONTEXT_ELEMENTS_MAX {
+                        problems.push(format!("block {i}: {n} context elements, above {CONTEXT_ELEMENTS_MAX}"));
+                    }
+                }
+                _ => {}
+            }
+        }
+        problems
     }
 
     fn render(d: &Digest, t: &Locale, site: Option<&str>) -> Vec<Value> {

@@ -17,6 +17,8 @@ pub struct Spec;
 impl ChannelSpec for Spec {
     const NAME: &'static str = "telegram";
     const FORMS: &'static str = "telegram:<chat id>";
+    // A chat id is no credential (the bot token is the channel's, from the environment).
+    const EXAMPLE: (&'static str, &'static str) = ("telegram:-1001234567890", "");
     // 30 messages/s per bot and 1/s per chat (groups: telegram.group_per_minute).
     const LIMITS: ChannelLimits = ChannelLimits {
         per_sec: 30.0,
@@ -57,6 +59,25 @@ impl ChannelSpec for Spec {
             .iter()
             .map(|m| Ok(serde_json::to_string(m)?))
             .collect()
+    }
+
+    /// A message's text: 1 to 4,096 characters after entity parsing (counted here on the
+    /// HTML itself, which is never shorter), with at most 100 vote buttons.
+    fn limit_problems(message: &str) -> Vec<String> {
+        let Ok(m) = serde_json::from_str::<serde_json::Value>(message) else {
+            return vec!["not a rendered Telegram message".into()];
+        };
+        let html = m["html"].as_str().unwrap_or("");
+        let n = render::length(html);
+        let mut problems = Vec::new();
+        if n == 0 || n > render::MAX_MESSAGE_CHARS {
+            problems.push(format!("text of {n} UTF-16 units, not 1 to {}", render::MAX_MESSAGE_CHARS));
+        }
+        let buttons = m["votes"].as_array().map_or(0, |v| v.len() * 2);
+        if buttons > 100 {
+            problems.push(format!("{buttons} buttons, above 100"));
+        }
+        problems
     }
 
     fn sender(config: &Config) -> anyhow::Result<Option<TelegramSender>> {

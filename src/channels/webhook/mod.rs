@@ -16,6 +16,10 @@ pub struct Spec;
 impl ChannelSpec for Spec {
     const NAME: &'static str = "webhook";
     const FORMS: &'static str = "webhook:<http(s) URL>";
+    const EXAMPLE: (&'static str, &'static str) = (
+        "webhook:https://hooks.example.org/kdigest?token=wh-9a8b7c6d",
+        "wh-9a8b7c6d",
+    );
     // Each host is its own destination; our own receivers, so generous.
     const LIMITS: ChannelLimits = ChannelLimits {
         per_sec: 100.0,
@@ -57,6 +61,16 @@ impl ChannelSpec for Spec {
 
     fn render(digest: &Digest, renderer: &Renderer) -> anyhow::Result<Vec<String>> {
         renderer.render(digest, Format::Json)
+    }
+
+    /// The receiver's own: kdigest posts the digest's JSON (docs/digest-json.md), which
+    /// must be one JSON object.
+    fn limit_problems(message: &str) -> Vec<String> {
+        match serde_json::from_str::<serde_json::Value>(message) {
+            Ok(v) if v.is_object() => Vec::new(),
+            Ok(_) => vec!["not a JSON object".into()],
+            Err(e) => vec![format!("not JSON: {e}")],
+        }
     }
 
     /// The signing key comes from the variable named by `delivery.webhook_secret_env`;

@@ -27,6 +27,10 @@ pub const CONTENT_MAX: usize = 4096;
 impl Platform for WeCom {
     const NAME: &'static str = "wecom";
     const FORMS: &'static str = "wecom:<robot webhook URL>";
+    const EXAMPLE: (&'static str, &'static str) = (
+        "wecom:https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=693a91f6-7xxx-4bc4",
+        "693a91f6-7xxx-4bc4",
+    );
     // 20 a minute per robot: 19 a minute keeps any 60-second window at or under 20. A
     // digest of several messages holds its slot for 3.16 s per message, so slots are many:
     // with 64, 500 robots with 4-message digests took 80 s (benches/robots.rs).
@@ -53,6 +57,11 @@ impl Platform for WeCom {
             }
             _ => Err("a WeCom robot URL looks like https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=<key>".into()),
         }
+    }
+
+    /// `markdown.content` (or a text message's content) within [`CONTENT_MAX`] bytes.
+    fn limit_problems(payload: &Value) -> Vec<String> {
+        robot::text_within(payload, "/markdown/content", CONTENT_MAX)
     }
 
     fn render(d: &Digest, t: &Locale, site: Option<&str>) -> Vec<Value> {
