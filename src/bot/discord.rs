@@ -204,7 +204,7 @@ impl DiscordBot {
     pub fn new(store: Store, config: Arc<Config>) -> DiscordBot {
         let verifier = config.discord.public_key.as_deref().map(Verifier::new);
         let followups = Arc::new(client(&config.discord, ""));
-        let cooldowns = Cooldowns::new(config.telegram.digest_cooldown);
+        let cooldowns = Cooldowns::new(crate::bot::handlers::digest_cooldown(&config));
         DiscordBot {
             store,
             config,

@@ -2,8 +2,10 @@
 //! handler per command (handlers.rs) returning a platform-neutral [`Reply`] that each
 //! platform renders its own way. Every text comes from the locale tables.
 
+#[cfg(feature = "discord")]
 pub mod discord;
 pub mod handlers;
+#[cfg(feature = "telegram")]
 pub mod telegram;
 
 use std::collections::BTreeSet;

@@ -19,6 +19,12 @@ use crate::config::{ChannelLimits, Config};
 use crate::model::Digest;
 use crate::render::Renderer;
 
+#[cfg(any(
+    feature = "feishu",
+    feature = "dingtalk",
+    feature = "wecom",
+    feature = "slack"
+))]
 pub mod robot;
 
 /// Why one send failed, as the delivery engine needs to know it.
@@ -187,22 +193,22 @@ pub trait ChannelSpec {
 }
 
 macro_rules! registry {
-    ($($variant:ident => $module:ident),* $(,)?) => {
-        $(pub mod $module;)*
+    ($($(#[$meta:meta])* $variant:ident => $module:ident),* $(,)?) => {
+        $($(#[$meta])* pub mod $module;)*
 
         /// The channels kdigest can deliver to.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
         #[serde(rename_all = "lowercase")]
         pub enum Channel {
-            $($variant),*
+            $($(#[$meta])* $variant),*
         }
 
         impl Channel {
-            pub const ALL: &'static [Channel] = &[$(Channel::$variant),*];
+            pub const ALL: &'static [Channel] = &[$($(#[$meta])* Channel::$variant),*];
 
             pub fn as_str(self) -> &'static str {
                 match self {
-                    $(Channel::$variant => <$module::Spec as ChannelSpec>::NAME),*
+                    $($(#[$meta])* Channel::$variant => <$module::Spec as ChannelSpec>::NAME,)*
                 }
             }
 
@@ -213,28 +219,28 @@ macro_rules! registry {
             /// The platform's limits, before `[delivery.<name>]` overrides them.
             pub fn default_limits(self) -> ChannelLimits {
                 match self {
-                    $(Channel::$variant => <$module::Spec as ChannelSpec>::LIMITS),*
+                    $($(#[$meta])* Channel::$variant => <$module::Spec as ChannelSpec>::LIMITS,)*
                 }
             }
 
             /// Whether instances share this channel's `per_sec` as one platform budget.
             pub fn shared_budget(self) -> bool {
                 match self {
-                    $(Channel::$variant => <$module::Spec as ChannelSpec>::SHARED_BUDGET),*
+                    $($(#[$meta])* Channel::$variant => <$module::Spec as ChannelSpec>::SHARED_BUDGET,)*
                 }
             }
 
             /// The per-minute limit of a group destination, if the platform has one.
             pub fn group_per_minute(self, config: &Config) -> Option<f64> {
                 match self {
-                    $(Channel::$variant => <$module::Spec as ChannelSpec>::group_per_minute(config)),*
+                    $($(#[$meta])* Channel::$variant => <$module::Spec as ChannelSpec>::group_per_minute(config),)*
                 }
             }
 
             /// The file extension of this channel's own render format, if it has one.
             pub fn format(self) -> Option<&'static str> {
                 match self {
-                    $(Channel::$variant => <$module::Spec as ChannelSpec>::FORMAT),*
+                    $($(#[$meta])* Channel::$variant => <$module::Spec as ChannelSpec>::FORMAT,)*
                 }
             }
 
@@ -243,7 +249,7 @@ macro_rules! registry {
             pub fn render(self, digest: &Digest, renderer: &Renderer) -> anyhow::Result<Vec<String>> {
                 let renderer = renderer.for_digest(digest);
                 match self {
-                    $(Channel::$variant => <$module::Spec as ChannelSpec>::render(digest, &renderer)),*
+                    $($(#[$meta])* Channel::$variant => <$module::Spec as ChannelSpec>::render(digest, &renderer),)*
                 }
             }
 
@@ -251,34 +257,34 @@ macro_rules! registry {
             /// [`ChannelSpec::EXAMPLE`].
             pub fn example(self) -> (&'static str, &'static str) {
                 match self {
-                    $(Channel::$variant => <$module::Spec as ChannelSpec>::EXAMPLE),*
+                    $($(#[$meta])* Channel::$variant => <$module::Spec as ChannelSpec>::EXAMPLE,)*
                 }
             }
 
             /// What in one rendered message breaks the platform's limits.
             pub fn limit_problems(self, message: &str) -> Vec<String> {
                 match self {
-                    $(Channel::$variant => <$module::Spec as ChannelSpec>::limit_problems(message)),*
+                    $($(#[$meta])* Channel::$variant => <$module::Spec as ChannelSpec>::limit_problems(message),)*
                 }
             }
 
             /// A short plain message as this channel's payload, if it takes one.
             pub fn note(self, text: &str) -> Option<String> {
                 match self {
-                    $(Channel::$variant => <$module::Spec as ChannelSpec>::note(text)),*
+                    $($(#[$meta])* Channel::$variant => <$module::Spec as ChannelSpec>::note(text),)*
                 }
             }
 
             /// This channel's sender on its own (the web sign-up's confirmation messages).
             pub fn sender(self, config: &Config) -> anyhow::Result<Option<Sender>> {
                 Ok(match self {
-                    $(Channel::$variant => <$module::Spec as ChannelSpec>::sender(config)?.map(Sender::$variant)),*
+                    $($(#[$meta])* Channel::$variant => <$module::Spec as ChannelSpec>::sender(config)?.map(Sender::$variant),)*
                 })
             }
 
             fn parse(self, target: &str) -> Result<Address, String> {
                 match self {
-                    $(Channel::$variant => <$module::Spec as ChannelSpec>::parse(target).map(Address::$variant)),*
+                    $($(#[$meta])* Channel::$variant => <$module::Spec as ChannelSpec>::parse(target).map(Address::$variant),)*
                 }
             }
         }
@@ -286,51 +292,51 @@ macro_rules! registry {
         /// Where one subscriber receives the digest: a channel and its own kind of target.
         #[derive(Clone, PartialEq, Eq, Hash)]
         pub enum Address {
-            $($variant(<$module::Spec as ChannelSpec>::Target)),*
+            $($(#[$meta])* $variant(<$module::Spec as ChannelSpec>::Target)),*
         }
 
         impl Address {
             pub fn channel(&self) -> Channel {
                 match self {
-                    $(Address::$variant(_) => Channel::$variant),*
+                    $($(#[$meta])* Address::$variant(_) => Channel::$variant,)*
                 }
             }
 
             /// The full form, credentials included: for the database only.
             pub fn to_stored(&self) -> String {
                 match self {
-                    $(Address::$variant(t) => format!(
+                    $($(#[$meta])* Address::$variant(t) => format!(
                         "{}:{}",
                         <$module::Spec as ChannelSpec>::NAME,
                         <$module::Spec as ChannelSpec>::stored(t)
-                    )),*
+                    ),)*
                 }
             }
 
             /// The rate-limit key of the destination (one chat, one channel, one host).
             pub fn destination_key(&self) -> String {
                 match self {
-                    $(Address::$variant(t) => <$module::Spec as ChannelSpec>::destination(t)),*
+                    $($(#[$meta])* Address::$variant(t) => <$module::Spec as ChannelSpec>::destination(t),)*
                 }
             }
 
             /// A destination the platform limits as a group (Telegram groups).
             pub fn is_group(&self) -> bool {
                 match self {
-                    $(Address::$variant(t) => <$module::Spec as ChannelSpec>::is_group(t)),*
+                    $($(#[$meta])* Address::$variant(t) => <$module::Spec as ChannelSpec>::is_group(t),)*
                 }
             }
 
             pub fn options(&self) -> Options {
                 match self {
-                    $(Address::$variant(t) => <$module::Spec as ChannelSpec>::options(t)),*
+                    $($(#[$meta])* Address::$variant(t) => <$module::Spec as ChannelSpec>::options(t),)*
                 }
             }
 
             /// The same address with these per-subscriber options.
             pub fn with_options(self, options: Options) -> Result<Address, String> {
                 match self {
-                    $(Address::$variant(t) => <$module::Spec as ChannelSpec>::with_options(t, options).map(Address::$variant)),*
+                    $($(#[$meta])* Address::$variant(t) => <$module::Spec as ChannelSpec>::with_options(t, options).map(Address::$variant),)*
                 }
             }
         }
@@ -339,32 +345,32 @@ macro_rules! registry {
         impl fmt::Display for Address {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 match self {
-                    $(Address::$variant(t) => write!(
+                    $($(#[$meta])* Address::$variant(t) => write!(
                         f,
                         "{}:{}",
                         <$module::Spec as ChannelSpec>::NAME,
                         <$module::Spec as ChannelSpec>::display(t)
-                    )),*
+                    ),)*
                 }
             }
         }
 
         /// The sender of one channel.
         pub enum Sender {
-            $($variant(<$module::Spec as ChannelSpec>::Sender)),*
+            $($(#[$meta])* $variant(<$module::Spec as ChannelSpec>::Sender)),*
         }
 
         impl Sender {
             pub fn channel(&self) -> Channel {
                 match self {
-                    $(Sender::$variant(_) => Channel::$variant),*
+                    $($(#[$meta])* Sender::$variant(_) => Channel::$variant,)*
                 }
             }
 
             /// Sends one rendered message to one address.
             pub async fn send(&self, address: &Address, message: &str, meta: Meta<'_>) -> Result<(), SendError> {
                 match (self, address) {
-                    $((Sender::$variant(s), Address::$variant(t)) => {
+                    $($(#[$meta])* (Sender::$variant(s), Address::$variant(t)) => {
                         <$module::Spec as ChannelSpec>::send(s, t, message, meta).await
                     })*
                     #[allow(unreachable_patterns)]
@@ -382,6 +388,7 @@ macro_rules! registry {
         pub fn senders(config: &Config) -> anyhow::Result<Vec<Sender>> {
             let mut senders = Vec::new();
             $(
+                $(#[$meta])*
                 if let Some(s) = <$module::Spec as ChannelSpec>::sender(config)? {
                     senders.push(Sender::$variant(s));
                 }
@@ -391,10 +398,36 @@ macro_rules! registry {
 
         /// Every address form, for help and error texts.
         pub fn address_forms() -> String {
-            [$(<$module::Spec as ChannelSpec>::FORMS),*].join(", ")
+            [$($(#[$meta])* <$module::Spec as ChannelSpec>::FORMS),*].join(", ")
         }
     };
 }
+
+/// What sends single emails outside a digest (the web sign-up's confirmations): the email
+/// channel's sender, shared with delivery.
+#[cfg(feature = "email")]
+pub type Mailer = email::EmailSender;
+
+/// Built without the email channel there is no mailer (this type has no values): sign-up
+/// answers that it is off, and the other account pages work as before.
+#[cfg(not(feature = "email"))]
+pub enum Mailer {}
+
+#[cfg(not(feature = "email"))]
+impl Mailer {
+    pub async fn send_single(
+        &self,
+        _to: &str,
+        _email: crate::render::Email,
+    ) -> Result<(), SendError> {
+        match *self {}
+    }
+}
+
+/// Every channel kdigest has, built into this binary or not (the cargo features).
+const EVERY_CHANNEL: &[&str] = &[
+    "telegram", "discord", "email", "webhook", "feishu", "dingtalk", "wecom", "slack",
+];
 
 impl Address {
     /// Parses `channel:target`, e.g. `email:alice@example.org`.
@@ -408,6 +441,10 @@ impl Address {
         };
         match Channel::from_name(scheme) {
             Some(channel) => channel.parse(target.trim()),
+            None if EVERY_CHANNEL.contains(&scheme) => Err(format!(
+                "this kdigest was built without the {scheme} channel (cargo feature \"{scheme}\"); it delivers to {}",
+                address_forms()
+            )),
             None => Err(format!(
                 "\"{scheme}\" is not a channel; use one of {}",
                 address_forms()
@@ -442,13 +479,50 @@ pub fn https_or_loopback(url: &url::Url) -> bool {
     }
 }
 
+#[cfg(not(any(
+    feature = "telegram",
+    feature = "discord",
+    feature = "email",
+    feature = "webhook",
+    feature = "feishu",
+    feature = "dingtalk",
+    feature = "wecom",
+    feature = "slack"
+)))]
+compile_error!(
+    "kdigest delivers through at least one channel: enable one of the features telegram, discord, email, webhook, feishu, dingtalk, wecom, slack"
+);
+
+// Each channel is a cargo feature (default: all), so an operator who needs only some builds
+// only those (and none of the others' dependencies: teloxide, serenity, lettre).
 registry! {
+    #[cfg(feature = "telegram")]
     Telegram => telegram,
+    #[cfg(feature = "discord")]
     Discord => discord,
+    #[cfg(feature = "email")]
     Email => email,
+    #[cfg(feature = "webhook")]
     Webhook => webhook,
+    #[cfg(feature = "feishu")]
     Feishu => feishu,
+    #[cfg(feature = "dingtalk")]
     Dingtalk => dingtalk,
+    #[cfg(feature = "wecom")]
     Wecom => wecom,
+    #[cfg(feature = "slack")]
     Slack => slack,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The list that names channels left out of a build is the registry's, in order (this
+    /// runs in the default build, every channel in).
+    #[test]
+    fn every_channel_is_the_registry() {
+        let names: Vec<&str> = Channel::ALL.iter().map(|c| c.as_str()).collect();
+        assert_eq!(names, EVERY_CHANNEL);
+    }
 }

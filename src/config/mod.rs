@@ -30,10 +30,18 @@ use validate::*;
 pub use validate::{parse_location, parse_source_kind};
 
 // Each channel's section lives in its folder (src/channels/<name>/config.rs).
+#[cfg(feature = "discord")]
+use crate::channels::discord;
+#[cfg(feature = "discord")]
 pub use crate::channels::discord::config::DiscordConfig;
+#[cfg(feature = "email")]
+use crate::channels::email;
+#[cfg(feature = "email")]
 pub use crate::channels::email::config::{DkimAlgorithm, DkimConfig, EmailConfig, SmtpTls};
+#[cfg(feature = "telegram")]
+use crate::channels::telegram;
+#[cfg(feature = "telegram")]
 pub use crate::channels::telegram::config::TelegramConfig;
-use crate::channels::{discord, email, telegram};
 /// The sources used when the file lists none.
 pub fn builtin_sources() -> Vec<RawSource> {
     raw::default_sources()
@@ -128,8 +136,11 @@ pub struct Config {
     pub schedule: ScheduleConfig,
     pub delivery: DeliveryConfig,
     pub daemon: DaemonConfig,
+    #[cfg(feature = "telegram")]
     pub telegram: TelegramConfig,
+    #[cfg(feature = "discord")]
     pub discord: DiscordConfig,
+    #[cfg(feature = "email")]
     pub email: EmailConfig,
     pub web: WebConfig,
     pub signup: SignupConfig,
@@ -494,9 +505,27 @@ impl Config {
         let schedule: RawSchedule = section(&table, "schedule", &mut problems);
         let delivery: RawDelivery = keys::delivery_section(&table, &mut problems);
         let daemon: RawDaemon = section(&table, "daemon", &mut problems);
+        // The sections of channels this binary was built without are refused by name.
+        for (name, built) in [
+            ("telegram", cfg!(feature = "telegram")),
+            ("discord", cfg!(feature = "discord")),
+            ("email", cfg!(feature = "email")),
+        ] {
+            if !built && table.contains_key(name) {
+                problems.push(format!("{name}: this kdigest was built without the {name} channel; remove the section, or build with `cargo build --release --features {name}`"));
+            }
+        }
+        #[cfg(feature = "telegram")]
         let telegram: telegram::config::RawTelegram = section(&table, "telegram", &mut problems);
+        #[cfg(feature = "discord")]
         let discord: discord::config::RawDiscord = section(&table, "discord", &mut problems);
+        #[cfg(feature = "email")]
         let email: email::config::RawEmail = section(&table, "email", &mut problems);
+        // The site's address under its old key (`email.public_url`).
+        #[cfg(feature = "email")]
+        let old_site = email.public_url.clone();
+        #[cfg(not(feature = "email"))]
+        let old_site: Option<String> = None;
         let signup: RawSignup = section(&table, "signup", &mut problems);
         let web: RawWeb = section(&table, "web", &mut problems);
         let sources = raw_sources(&table, &mut problems);
@@ -504,13 +533,16 @@ impl Config {
 
         let digest = validate_digest(digest, &mut problems);
         let mut notes = Vec::new();
-        let web = validate_web(web, email.public_url.as_deref(), &mut problems, &mut notes);
+        let web = validate_web(web, old_site.as_deref(), &mut problems, &mut notes);
         let config = Config {
             schedule: validate_schedule(schedule, digest.timezone, &mut problems),
             delivery: validate_delivery(delivery, &mut problems),
             daemon: validate_daemon(daemon, &mut problems),
+            #[cfg(feature = "telegram")]
             telegram: telegram::config::validate(telegram, &mut problems),
+            #[cfg(feature = "discord")]
             discord: discord::config::validate(discord, &mut problems),
+            #[cfg(feature = "email")]
             email: email::config::validate(email, &web.public_url, &mut problems),
             web,
             signup: validate_signup(signup, &mut problems),
@@ -701,6 +733,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "email")]
     fn the_sites_address_is_read_from_web_and_from_its_old_key_with_a_note() {
         let site = |text: &str| {
             Config::parse(text).map(|c| {

@@ -1,16 +1,20 @@
 //! The bots' long-running parts the daemon starts: Telegram (webhook or long polling, with
 //! retries) and the Discord gateway (reconnected with backoff).
 
+#[cfg(feature = "discord")]
 use std::sync::Arc;
 
 use chrono::Utc;
 use tokio::sync::watch;
 
 use super::*;
+#[cfg(feature = "discord")]
+use crate::config::Secret;
 
 /// Sets up the Telegram bot (getMe, the command menu, and setWebhook when `webhook` is
 /// given), retrying with backoff until it works: without DNS or with Telegram down, the rest
 /// of the daemon runs and `/healthz` names the bot meanwhile. False when stopped first.
+#[cfg(feature = "telegram")]
 pub(super) async fn set_up_telegram(
     bot: &crate::bot::telegram::TelegramBot,
     webhook: Option<&url::Url>,
@@ -55,6 +59,7 @@ pub(super) async fn set_up_telegram(
 /// Keeps the Discord gateway connected until stopped: each failure (no DNS, Discord down,
 /// a session that ends) is retried with backoff, and `/healthz` names the gateway until a
 /// session is ready again.
+#[cfg(feature = "discord")]
 pub(super) async fn keep_discord_gateway(
     config: Arc<Config>,
     store: Store,
@@ -110,4 +115,100 @@ pub(super) async fn keep_discord_gateway(
         }
     }
     Ok(())
+}
+
+/// Telegram long polling on the scheduler, when the bot is on and no webhook is set: set
+/// up first (retried with backoff, named by /healthz), then polling until stopped.
+#[cfg(feature = "telegram")]
+pub(super) fn start_telegram_polling(
+    instance: &Instance<'_>,
+    runs: &crate::bot::handlers::RunTrigger,
+    stop: &watch::Receiver<bool>,
+) -> Option<tokio::task::JoinHandle<anyhow::Result<()>>> {
+    let engine = instance.engine;
+    match instance.config.telegram.webhook_url {
+        None => instance.telegram_bot(runs.clone()).map(|telegram| {
+            let (engine, mut stop) = (engine.clone(), stop.clone());
+            tokio::spawn(async move {
+                if !set_up_telegram(&telegram, None, &engine, &mut stop).await {
+                    return Ok(());
+                }
+                tracing::info!(message = "Telegram bot polling for commands");
+                telegram.poll(stop).await
+            })
+        }),
+        Some(_) => None,
+    }
+}
+
+#[cfg(not(feature = "telegram"))]
+pub(super) fn start_telegram_polling(
+    _instance: &Instance<'_>,
+    _runs: &crate::bot::handlers::RunTrigger,
+    _stop: &watch::Receiver<bool>,
+) -> Option<tokio::task::JoinHandle<anyhow::Result<()>>> {
+    None
+}
+
+/// The Discord gateway on the scheduler, when a bot token is set and no interactions
+/// endpoint (public key) is; and the slash commands registered in the background (a slow
+/// Discord must not hold up the scheduler).
+#[cfg(feature = "discord")]
+pub(super) fn start_discord(
+    instance: &Instance<'_>,
+    stop: &watch::Receiver<bool>,
+) -> Option<tokio::task::JoinHandle<anyhow::Result<()>>> {
+    let Instance {
+        config,
+        store,
+        engine,
+        ..
+    } = *instance;
+    let discord_token = Secret::from_env(&config.discord.token_env, "").is_ok();
+    let gateway = (config.discord.public_key.is_none() && discord_token).then(|| {
+        tracing::info!(message = "Discord bot connecting to the gateway");
+        let (config, store, engine, stop) = (
+            Arc::new(config.clone()),
+            store.clone(),
+            engine.clone(),
+            stop.clone(),
+        );
+        tokio::spawn(keep_discord_gateway(config, store, engine, stop))
+    });
+    if config.discord.register_commands && discord_token {
+        // In the background: a slow Discord must not hold up the scheduler.
+        let (config, engine, mut stop) = (config.clone(), engine.clone(), stop.clone());
+        tokio::spawn(async move {
+            const LINK: &str = "discord commands";
+            let mut backoff = Backoff::default();
+            loop {
+                match crate::bot::discord::register_commands(&config).await {
+                    Ok(()) => return engine.health().link_up(LINK),
+                    Err(error) => {
+                        let wait = backoff.next();
+                        tracing::error!(message = "Cannot register the Discord slash commands; retrying", wait_secs = wait.as_secs(), error = %format!("{error:#}"));
+                        engine.health().link_down(
+                            LINK,
+                            &format!(
+                                "slash commands not registered (retrying with backoff): {error:#}"
+                            ),
+                            Utc::now(),
+                        );
+                        if !sleep_unless_stopped(wait, &mut stop).await {
+                            return;
+                        }
+                    }
+                }
+            }
+        });
+    }
+    gateway
+}
+
+#[cfg(not(feature = "discord"))]
+pub(super) fn start_discord(
+    _instance: &Instance<'_>,
+    _stop: &watch::Receiver<bool>,
+) -> Option<tokio::task::JoinHandle<anyhow::Result<()>>> {
+    None
 }

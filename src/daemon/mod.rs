@@ -16,7 +16,7 @@ use std::time::Duration;
 use chrono::{NaiveDate, Utc};
 use tokio::sync::watch;
 
-use crate::config::{Config, Secret};
+use crate::config::Config;
 use crate::deliver::engine::{Engine, Until};
 use crate::digest;
 use crate::instance::host_name;

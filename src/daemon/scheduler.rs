@@ -98,55 +98,9 @@ impl Scheduler<'_, '_> {
             metrics,
             ..
         } = *self.instance;
-        let polling = match config.telegram.webhook_url {
-            None => self
-                .instance
-                .telegram_bot(self.runs.clone())
-                .map(|telegram| {
-                    let (engine, mut stop) = (engine.clone(), stop.clone());
-                    tokio::spawn(async move {
-                        // Up before polling: retried with backoff, named by /healthz.
-                        if !set_up_telegram(&telegram, None, &engine, &mut stop).await {
-                            return Ok(());
-                        }
-                        tracing::info!(message = "Telegram bot polling for commands");
-                        telegram.poll(stop).await
-                    })
-                }),
-            Some(_) => None,
-        };
-        let discord_token = Secret::from_env(&config.discord.token_env, "").is_ok();
-        let gateway = (config.discord.public_key.is_none() && discord_token).then(|| {
-            tracing::info!(message = "Discord bot connecting to the gateway");
-            let (config, store, engine, stop) = (
-                Arc::new(config.clone()),
-                store.clone(),
-                engine.clone(),
-                stop.clone(),
-            );
-            tokio::spawn(keep_discord_gateway(config, store, engine, stop))
-        });
-        if config.discord.register_commands && discord_token {
-            // In the background: a slow Discord must not hold up the scheduler.
-            let (config, engine, mut stop) = (config.clone(), engine.clone(), stop.clone());
-            tokio::spawn(async move {
-                const LINK: &str = "discord commands";
-                let mut backoff = Backoff::default();
-                loop {
-                    match crate::bot::discord::register_commands(&config).await {
-                        Ok(()) => return engine.health().link_up(LINK),
-                        Err(error) => {
-                            let wait = backoff.next();
-                            tracing::error!(message = "Cannot register the Discord slash commands; retrying", wait_secs = wait.as_secs(), error = %format!("{error:#}"));
-                            engine.health().link_down(LINK, &format!("slash commands not registered (retrying with backoff): {error:#}"), Utc::now());
-                            if !sleep_unless_stopped(wait, &mut stop).await {
-                                return;
-                            }
-                        }
-                    }
-                }
-            });
-        }
+        // The bots' long-running parts, when their channels are built and configured.
+        let polling = start_telegram_polling(self.instance, &self.runs, &stop);
+        let gateway = start_discord(self.instance, &stop);
         // Catch-up: the most recent tick, once. Generation is skipped when its digest is
         // stored and planning is idempotent, so this also finishes a run that crashed (or
         // whose scheduler died) after generating.

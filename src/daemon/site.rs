@@ -23,6 +23,7 @@ impl Instance<'_> {
         runs: crate::bot::handlers::RunTrigger,
     ) -> anyhow::Result<Site> {
         let (config, store, engine) = (self.config, self.store, self.engine);
+        #[cfg(feature = "telegram")]
         let telegram = match &config.telegram.webhook_url {
             Some(url) => self.telegram_bot(runs).map(|t| (t, url.clone())),
             None => None,
@@ -30,6 +31,7 @@ impl Instance<'_> {
         // The webhook route serves at once; Telegram calls it only after setWebhook, which
         // is retried in the background: without DNS or with Telegram down, the site and the
         // other channels come up, and /healthz names the bot until it is set up.
+        #[cfg(feature = "telegram")]
         let webhook_bot = telegram.map(|(telegram, url)| {
             let telegram = Arc::new(telegram);
             let (bot, engine) = (telegram.clone(), engine.clone());
@@ -41,6 +43,7 @@ impl Instance<'_> {
         });
         // Discord commands: the HTTP endpoint when a public key is set, else the gateway
         // (on the scheduler).
+        #[cfg(feature = "discord")]
         let discord_bot = config.discord.public_key.is_some().then(|| {
             Arc::new(crate::bot::discord::DiscordBot::new(
                 store.clone(),
@@ -82,7 +85,9 @@ impl Instance<'_> {
             })
         };
         let services = crate::web::Services {
+            #[cfg(feature = "telegram")]
             telegram: webhook_bot,
+            #[cfg(feature = "discord")]
             discord: discord_bot,
             account,
             blog: Some(blog.clone()),
@@ -96,6 +101,7 @@ impl Instance<'_> {
     }
 
     /// The Telegram command bot, when a token is set and `telegram.bot` is on.
+    #[cfg(feature = "telegram")]
     pub(super) fn telegram_bot(
         &self,
         runs: crate::bot::handlers::RunTrigger,

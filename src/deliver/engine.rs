@@ -929,11 +929,18 @@ impl Engine {
     }
 
     /// The email sender, when email delivery is on (the web sign-up shares it).
-    pub fn mailer(&self) -> Option<Arc<crate::channels::email::EmailSender>> {
+    #[cfg(feature = "email")]
+    pub fn mailer(&self) -> Option<Arc<crate::channels::Mailer>> {
         match self.senders.get(&Channel::Email) {
             Some(Sender::Email(mailer)) => Some(mailer.clone()),
             _ => None,
         }
+    }
+
+    /// Built without email: there is no mailer, and sign-up answers that it is off.
+    #[cfg(not(feature = "email"))]
+    pub fn mailer(&self) -> Option<Arc<crate::channels::Mailer>> {
+        None
     }
 
     pub fn distinct_renders(&self) -> usize {

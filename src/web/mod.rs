@@ -14,8 +14,11 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
 
+#[cfg(feature = "discord")]
 use crate::bot::discord::{DiscordBot, INTERACTIONS_PATH};
+#[cfg(feature = "telegram")]
 use crate::bot::telegram::{TelegramBot, WEBHOOK_PATH};
+#[cfg(feature = "telegram")]
 use crate::channels::telegram::redact_token;
 use crate::config::ServeLimits;
 use crate::deliver::engine::Engine;
@@ -32,7 +35,9 @@ pub mod team;
 /// What the web server serves besides health and metrics; each part is optional.
 #[derive(Default, Clone)]
 pub struct Services {
+    #[cfg(feature = "telegram")]
     pub telegram: Option<Arc<TelegramBot>>,
+    #[cfg(feature = "discord")]
     pub discord: Option<Arc<DiscordBot>>,
     pub account: Option<Arc<account::Account>>,
     pub blog: Option<Arc<blog::Blog>>,
@@ -82,7 +87,9 @@ async fn metrics(State(m): State<Monitor>) -> impl IntoResponse {
 
 pub fn router(metrics: Arc<Metrics>, services: Services) -> Router {
     let Services {
+        #[cfg(feature = "telegram")]
         telegram,
+        #[cfg(feature = "discord")]
         discord,
         account,
         blog,
@@ -149,9 +156,11 @@ pub fn router(metrics: Arc<Metrics>, services: Services) -> Router {
                     .with_state(a),
             );
     }
+    #[cfg(feature = "telegram")]
     if let Some(bot) = telegram {
         router = router.route(WEBHOOK_PATH, post(telegram_webhook).with_state(bot));
     }
+    #[cfg(feature = "discord")]
     if let Some(bot) = discord {
         router = router.route(INTERACTIONS_PATH, post(discord_interaction).with_state(bot));
     }
@@ -161,6 +170,7 @@ pub fn router(metrics: Arc<Metrics>, services: Services) -> Router {
         .with_state(Monitor { metrics, delivery })
 }
 
+#[cfg(feature = "telegram")]
 /// Telegram webhook mode: checks the secret header, answers at once and handles the update
 /// in the background (Telegram retries webhooks that answer slowly).
 async fn telegram_webhook(
@@ -195,6 +205,7 @@ async fn telegram_webhook(
     }
 }
 
+#[cfg(feature = "discord")]
 /// Discord's HTTP interactions: 401 unless the Ed25519 signature over timestamp + body checks
 /// out (Discord sends bad signatures on purpose to test endpoints), then the response JSON.
 async fn discord_interaction(

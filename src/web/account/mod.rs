@@ -26,7 +26,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use chrono::Utc;
 
-use crate::channels::email::EmailSender;
+use crate::channels::Mailer;
 use crate::config::{Config, LANGUAGES, Secret};
 use crate::deliver::SendError;
 use crate::model::Filter;
@@ -45,7 +45,7 @@ pub struct Account {
     /// The team-chat channels' senders, for the sign-up's confirmation codes.
     pub(super) chat_senders: BTreeMap<crate::channels::Channel, crate::channels::Sender>,
     /// Sends confirmation emails; without it sign-up answers 503 (unsubscribe still works).
-    mailer: Option<Arc<EmailSender>>,
+    mailer: Option<Arc<Mailer>>,
     renderers: BTreeMap<&'static str, Renderer>,
     pub(super) default_language: String,
     pub(super) layers: Vec<String>,
@@ -66,7 +66,7 @@ impl Account {
         store: Store,
         config: &Config,
         secret: Secret,
-        mailer: Option<Arc<EmailSender>>,
+        mailer: Option<Arc<Mailer>>,
     ) -> anyhow::Result<Account> {
         let mut renderers = BTreeMap::new();
         for language in LANGUAGES {
@@ -351,6 +351,7 @@ impl Account {
         let language = subscriber.language.as_str();
         let t = self.renderer(language).locale();
         let email = match &subscriber.address {
+            #[cfg(feature = "email")]
             Address::Email(e) => e.clone(),
             other => other.to_string(),
         };
