@@ -80,17 +80,23 @@ impl Store {
     /// `gap_ms` over the whole platform) and returns how long to wait for it. Slots are
     /// handed out by the database's clock, one at a time under the row's lock.
     pub async fn take_budget_slot(&self, name: &str, gap_ms: i64) -> anyhow::Result<i64> {
+        Ok(self.budget_slot(name, gap_ms).await?.1)
+    }
+
+    /// [`Store::take_budget_slot`] with the slot itself: (the slot, in the database
+    /// clock's unix milliseconds; the wait for it from the statement's now, >= 0).
+    pub async fn budget_slot(&self, name: &str, gap_ms: i64) -> anyhow::Result<(i64, i64)> {
         let now = db_now_ms(self.backend());
         let sql = format!(
             "INSERT INTO budgets (name, next_at) VALUES ($1, {now} + $2)
              ON CONFLICT (name) DO UPDATE SET next_at =
                CASE WHEN budgets.next_at > {now} THEN budgets.next_at ELSE {now} END + $2
-             RETURNING next_at - $2 - {now}"
+             RETURNING next_at - $2, next_at - $2 - {now}"
         );
-        let wait: i64 = on_db!(&self.db, pool => {
-            sqlx::query_scalar(&sql).bind(name).bind(gap_ms).fetch_one(pool).await?
+        let (slot, wait): (i64, i64) = on_db!(&self.db, pool => {
+            sqlx::query_as(&sql).bind(name).bind(gap_ms).fetch_one(pool).await?
         });
-        Ok(wait.max(0))
+        Ok((slot, wait.max(0)))
     }
 
     /// True the first time an update (a Telegram update id, a Discord interaction id) is

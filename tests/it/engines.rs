@@ -495,18 +495,24 @@ async fn leases_budgets_updates_and_counters(store: Store) {
         "b:2"
     );
 
-    // Budget slots: one every 100 ms, whoever asks.
-    let waits: Vec<i64> =
-        futures::future::join_all((0..5).map(|_| store.take_budget_slot("telegram", 100)))
+    // Budget slots: one every 100 ms, whoever asks. The slots themselves (the database's
+    // clock) are compared: each call's wait counts from its own statement's now, so two
+    // waits are not comparable when the statements ran at different moments.
+    let slots: Vec<(i64, i64)> =
+        futures::future::join_all((0..5).map(|_| store.budget_slot("telegram", 100)))
             .await
             .into_iter()
             .map(Result::unwrap)
             .collect();
-    let mut sorted = waits.clone();
+    let mut sorted: Vec<i64> = slots.iter().map(|(slot, _)| *slot).collect();
     sorted.sort();
     for pair in sorted.windows(2) {
-        assert!(pair[1] - pair[0] >= 90, "slots are spaced: {waits:?}");
+        assert!(pair[1] - pair[0] >= 100, "slots are spaced: {slots:?}");
     }
+    assert!(
+        slots.iter().all(|(_, wait)| (0..=1_000).contains(wait)),
+        "{slots:?}"
+    );
 
     assert!(store.first_handling("telegram", "42", now).await.unwrap());
     assert!(!store.first_handling("telegram", "42", now).await.unwrap());
