@@ -520,7 +520,7 @@ pub struct EventText {
 pub struct Summaries {
     pub texts: Vec<EventText>,
     /// Per candidate: why extractive text was used although the LLM was asked (a
-    /// [`crate::summarize::llm::LlmError::reason`] code); None when it was not asked or
+    /// [`crate::summarize::prompt::LlmError::reason`] code); None when it was not asked or
     /// answered well.
     pub fell_back: Vec<Option<String>>,
     /// Tokens the LLM API reported for this digest (cached replies cost none).

@@ -757,7 +757,7 @@ const REPLY_TOKENS: &[&str] = &[
     "\n",
 ];
 
-/// The LLM reply check (`summarize::llm::validate`): a reply's shape, lengths, links, names,
+/// The LLM reply check (`summarize::prompt::validate`): a reply's shape, lengths, links, names,
 /// numbers and script, for every event of the sample day in English and Chinese.
 fn llm_reply() -> Target {
     let feeds = repo().join("examples/feeds");
@@ -784,9 +784,9 @@ fn llm_reply() -> Target {
     };
     let classifier = Classifier::new(&config.layers, &config.relevance);
     let candidates = digest::candidates(items, &window, &config, &classifier);
-    let policies: Vec<kdigest::summarize::llm::Policy> = ["en", "zh-CN"]
+    let policies: Vec<kdigest::summarize::prompt::Policy> = ["en", "zh-CN"]
         .into_iter()
-        .map(|l| kdigest::summarize::llm::Policy {
+        .map(|l| kdigest::summarize::prompt::Policy {
             language: l.into(),
             allowed: kdigest::summarize::guard::Allowed::new(
                 l,
@@ -815,7 +815,7 @@ fn llm_reply() -> Target {
             let mut shape = Vec::new();
             for policy in &policies {
                 for candidate in &candidates {
-                    match kdigest::summarize::llm::validate(&reply, candidate, 400, policy) {
+                    match kdigest::summarize::prompt::validate(&reply, candidate, 400, policy) {
                         Ok(text) => shape.push(text.summary.len().min(64) as u64),
                         Err(e) => shape.push(1000 + e.to_string().len().min(200) as u64 / 10),
                     }

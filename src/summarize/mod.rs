@@ -7,6 +7,7 @@ pub mod gloss;
 pub mod guard;
 pub mod llm;
 pub mod numbers;
+pub mod prompt;
 pub mod rank;
 
 use crate::config::{Config, SummarizeMode};

@@ -12,7 +12,7 @@
 use serde::Deserialize;
 use serde_json::json;
 
-use super::llm::LlmError;
+use super::prompt::LlmError;
 use crate::digest::Candidate;
 use crate::model::{Score, ScoreComponent};
 
@@ -55,7 +55,7 @@ pub fn request(
         "source": item.source,
         "text": item.text.chars().take(MAX_TEXT_CHARS).collect::<String>(),
     });
-    super::llm::chat_body(model, &system, &data, max_tokens)
+    super::prompt::chat_body(model, &system, &data, max_tokens)
 }
 
 /// The reply, checked: a rating in 1..=10, a short reason without links or digits, layers
@@ -69,7 +69,7 @@ pub fn validate(reply: &str, layer_names: &[&str]) -> Result<Rating, LlmError> {
         #[serde(default)]
         layers: Vec<String>,
     }
-    let reply = super::llm::strip_fence(reply);
+    let reply = super::prompt::strip_fence(reply);
     let r: Reply = serde_json::from_str(reply).map_err(|e| LlmError::parse("rating reply", &e))?;
     let rating = r.rating;
     if !(1..=10).contains(&rating) {
@@ -80,7 +80,7 @@ pub fn validate(reply: &str, layer_names: &[&str]) -> Result<Rating, LlmError> {
     if chars > MAX_REASON_CHARS {
         return Err(LlmError::TooLong("reason", chars, MAX_REASON_CHARS));
     }
-    if let Some(link) = super::llm::first_link(&reason) {
+    if let Some(link) = super::prompt::first_link(&reason) {
         return Err(LlmError::ForeignLink(link));
     }
     if let Some(d) = reason
