@@ -83,7 +83,11 @@ impl TelegramBot {
     /// out a pause rather than being given back: someone is waiting for it.
     async fn pace(&self, chat: ChatId) {
         let key = crate::subscriber::Address::Telegram(chat.0).destination_key();
-        while let Err(until) = self.limits.acquire(&key, chat.0 < 0, 1).await {
+        while let Err(until) = self
+            .limits
+            .acquire(&key, chat.0 < 0, crate::deliver::limits::INTERACTIVE)
+            .await
+        {
             tokio::time::sleep_until(until).await;
         }
     }

@@ -22,7 +22,8 @@
 //! and the run ended on a second of half-empty slots (Discord: 94.8% of 50/s over 500
 //! two-message digests). Sending first messages first is the classic rule for chains of
 //! tasks (the longest remaining chain first), and leaves a backlog of last messages whose
-//! spacing has long passed to fill the end.
+//! spacing has long passed to fill the end. A bot's reply someone is waiting for ([`INTERACTIVE`]) goes
+//! before any digest message: during a fan-out there is always a first message ready.
 //!
 //! A worker waits for short gaps only. When a destination cannot receive for longer than
 //! its own spacing (paused, or many messages queued for it already) the answer is
@@ -76,6 +77,10 @@ fn channel_slot_after(slot: Instant, now: Instant, gap: Duration) -> Instant {
 fn catch_up(gap: Duration) -> Duration {
     (gap / 8).min(Duration::from_millis(20))
 }
+
+/// The `left` of a reply someone is waiting for (a bot's answer): ahead of every digest
+/// message, so a fan-out that always has first messages ready cannot hold it back.
+pub const INTERACTIVE: usize = usize::MAX;
 
 /// Destinations remembered before ended ones are forgotten (the map stays as large as
 /// the destinations active in the last few seconds).
@@ -689,6 +694,23 @@ mod tests {
         let mut sends = std::mem::take(&mut *sends.lock().unwrap());
         sends.sort();
         sends
+    }
+
+    #[test]
+    fn a_reply_someone_waits_for_goes_before_a_fan_outs_first_messages() {
+        let limits = shared(50.0, 1.0);
+        let digest = Queued::new(&limits, "hook:a", false, 2);
+        let reply = Queued::new(&limits, "chat:b", false, INTERACTIVE);
+        let t0 = Instant::now();
+        // Both ready at once: the digest's first message yields the slot to the reply.
+        assert!(matches!(
+            limits.decide("hook:a", false, t0, Some(digest.key)),
+            Slot::WaitUntil(_)
+        ));
+        assert_eq!(
+            limits.decide("chat:b", false, t0, Some(reply.key)),
+            Slot::Take
+        );
     }
 
     #[tokio::test(start_paused = true)]
