@@ -294,10 +294,10 @@ pub fn summarize_varied(
     let why_it_matters = lead_ins.choose(key, locale, |k| {
         let mut vars: Vec<(&str, &str)> = vars.iter().map(|(n, v)| (*n, v.as_str())).collect();
         vars.push(("name", &name));
-        std::iter::once(locale.fill(k, &vars))
+        let parts: Vec<String> = std::iter::once(locale.fill(k, &vars))
             .chain(tail.iter().cloned())
-            .collect::<Vec<_>>()
-            .join(" ")
+            .collect();
+        join_clauses(&parts, locale)
     });
 
     let brief = brief(candidate, locale, &sentences, all_changes.len());
@@ -653,6 +653,25 @@ fn named_systems(text: &str, stack: &[String]) -> Vec<String> {
         }
     }
     names
+}
+
+/// The parts of "why it matters" as one text: in English separated by a space (each ends
+/// its own sentence), in Chinese without spaces, a part that does not end a sentence (a
+/// quote 「…」) closed with "。" first.
+fn join_clauses(parts: &[String], locale: &Locale) -> String {
+    let han = locale.get("script") == "han";
+    let mut out = String::new();
+    for part in parts {
+        if !out.is_empty() {
+            if !han {
+                out.push(' ');
+            } else if !out.ends_with(['。', '！', '？']) {
+                out.push_str(locale.get("sentence_end"));
+            }
+        }
+        out.push_str(part);
+    }
+    out
 }
 
 /// Room kept for the gloss before a quote of another language.

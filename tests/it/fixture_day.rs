@@ -328,7 +328,7 @@ async fn breaking_and_behaviour_changes_lead_why_it_matters_and_name_the_watch_i
             ["⚠ 不兼容变化：", "升级前需要处理："]
                 .iter()
                 .any(|mark| e.why_it_matters.starts_with(&format!("{mark}{quoted}")))
-                && e.why_it_matters.contains(" 行为变化：「"),
+                && e.why_it_matters.contains("。行为变化：「"),
             "{title}: {}",
             e.why_it_matters
         );
