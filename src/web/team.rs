@@ -24,10 +24,10 @@ use chrono::Utc;
 
 use super::account::Account;
 use super::account::forms::{
-    Fields, LangQuery, client_key, failure, not_a_form, page_language, parse_fields, parse_settings,
+    Fields, LangQuery, client_key, failure, form_language, not_a_form, page_language, parse_fields,
+    parse_settings,
 };
 use crate::channels::{Address, Meta, Options, SendError};
-use crate::config::LANGUAGES;
 use crate::model::Filter;
 use crate::render::pages::AccountForm;
 use crate::store::Signup;
@@ -89,14 +89,6 @@ fn code_page(
     a.form_page(status, language, keys, error, form)
 }
 
-fn language_of(fields: &Fields, headers: &HeaderMap, default: &str) -> String {
-    fields
-        .language
-        .clone()
-        .filter(|l| LANGUAGES.contains(&l.as_str()))
-        .unwrap_or_else(|| page_language(None, headers, default))
-}
-
 pub async fn team_signup(
     State(a): State<Arc<Account>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
@@ -107,7 +99,7 @@ pub async fn team_signup(
         return refused;
     }
     let fields = parse_fields(&body);
-    let language = language_of(&fields, &headers, &a.default_language);
+    let language = form_language(&fields, &headers, &a.default_language);
     let limited = || {
         a.message(
             StatusCode::TOO_MANY_REQUESTS,

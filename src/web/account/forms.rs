@@ -200,6 +200,16 @@ pub struct LangQuery {
     pub(in crate::web) lang: Option<String>,
 }
 
+/// The language a posted form asks for (its `language` field) when supported, else the
+/// request's Accept-Language, else `default`.
+pub(in crate::web) fn form_language(fields: &Fields, headers: &HeaderMap, default: &str) -> String {
+    fields
+        .language
+        .clone()
+        .filter(|l| LANGUAGES.contains(&l.as_str()))
+        .unwrap_or_else(|| page_language(None, headers, default))
+}
+
 /// `?lang=` when supported, else the first supported Accept-Language tag, else `default`.
 pub(in crate::web) fn page_language(
     query: Option<&str>,

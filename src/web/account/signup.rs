@@ -33,11 +33,7 @@ pub async fn signup(
         return refused;
     }
     let fields = parse_fields(&body);
-    let language = fields
-        .language
-        .clone()
-        .filter(|l| LANGUAGES.contains(&l.as_str()))
-        .unwrap_or_else(|| page_language(None, &headers, &a.default_language));
+    let language = form_language(&fields, &headers, &a.default_language);
     let client = format!("signup-ip:{}", client_key(a.client_ip(peer, &headers)));
     if !a.within_limit(&client, 3_600, a.per_ip_per_hour).await {
         return a.message(
