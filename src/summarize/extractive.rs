@@ -861,7 +861,8 @@ pub fn sentences(text: &str) -> Vec<String> {
             // "Highlights include:" introduces a list; bold lead-ins such as "TorchInductor
             // performance." name one. Neither says anything on its own.
             let cjk = s.chars().any(|c| c > '\u{2e80}');
-            if s.ends_with(':') || (!cjk && s.split_whitespace().count() < 3) {
+            if s.ends_with(':') || (!cjk && s.split_whitespace().count() < 3) || is_instruction(&s)
+            {
                 continue;
             }
             if s.ends_with(';') {
@@ -874,6 +875,23 @@ pub fn sentences(text: &str) -> Vec<String> {
         }
     }
     out
+}
+
+/// A sentence that tells the reader what to do rather than what happened ("Please read the
+/// migration guide before upgrading.", "pip install x==5.0.0 installs the DSL"): no news
+/// for a digest, and in another language than the reader's, a quote they read for nothing.
+fn is_instruction(sentence: &str) -> bool {
+    let lower = sentence.to_ascii_lowercase();
+    [
+        "please ",
+        "pip install ",
+        "conda install ",
+        "to install",
+        "refer to ",
+        "see the ",
+    ]
+    .iter()
+    .any(|start| lower.starts_with(start))
 }
 
 fn is_boilerplate(line: &str) -> bool {
