@@ -64,8 +64,20 @@ pub struct Fact {
     pub figure: String,
     /// "up to 3.1x": the figure is a best case.
     pub at_most: bool,
-    /// A level given as a share of a named system's: "91% of cuBLAS throughput".
-    pub of: Option<String>,
+    /// What the figure is measured against: a level given as a share of a named system's
+    /// ("91% of cuBLAS throughput"), or a multiple of one ("1.42x the throughput of vLLM",
+    /// "1.9x faster than FlashAttention-3").
+    pub of: Option<Against>,
+}
+
+/// The base a figure is compared with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Against {
+    /// A named system ("vLLM", "cuBLAS").
+    Named(String),
+    /// Something the source names in words a gloss cannot carry ("than the fused attention
+    /// in cuDNN"): not the previous version, so not "此前".
+    Baseline,
 }
 
 /// Cues in the words around a figure, first match wins: specific measures before general.
@@ -165,9 +177,11 @@ pub fn read(clause: &str, figure: &str) -> Option<Fact> {
     };
     let lower = clause.to_ascii_lowercase();
     let at_most = lower.contains("up to") || lower.contains("as much as");
-    let of = (direction == Direction::Level && percent)
-        .then(|| share_of(clause, figure))
-        .flatten();
+    let of = match direction {
+        Direction::Level if percent => share_of(clause, figure).map(Against::Named),
+        Direction::Up if multiple => compared_with(clause, figure),
+        _ => None,
+    };
     Some(Fact {
         metric,
         direction,
@@ -178,19 +192,49 @@ pub fn read(clause: &str, figure: &str) -> Option<Fact> {
 }
 
 /// The named system a percentage is a share of: "91% of cuBLAS throughput" -> cuBLAS.
-/// Only a name (a word with a capital or a digit after its first letter), not "of tasks".
+/// Only a name, not "of tasks".
 fn share_of(clause: &str, figure: &str) -> Option<String> {
-    let after = &clause[clause.find(figure)? + figure.len()..];
-    let mut words = after.split_whitespace();
-    if words.next()? != "of" {
-        return None;
+    let after = after_figure(clause, figure)?;
+    let rest = after.strip_prefix("of ")?;
+    system_name(rest.strip_prefix("the ").unwrap_or(rest))
+}
+
+/// What a multiple is measured against: "1.42x the throughput of vLLM", "1.27x that of
+/// SGLang", "1.9x faster than FlashAttention-3", "1.6x over cuBLAS". None when the words
+/// after the figure compare it with nothing (then it is a change from before: "2.4x
+/// faster").
+fn compared_with(clause: &str, figure: &str) -> Option<Against> {
+    static BASE: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(
+            r"(?i)^(?:the [\w-]+(?: [\w-]+)? of|that of|(?:[\w-]+ )?(?:than|over|vs\.?|versus)) (?P<base>.+)",
+        )
+        .expect("valid regex")
+    });
+    static EARLIER: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"(?i)^(?:before|previous|prior|its |in |the (?:previous|prior|last|old)|v?\d)")
+            .expect("valid regex")
+    });
+    let after = after_figure(clause, figure)?;
+    let base = BASE.captures(after)?.name("base")?.as_str();
+    if EARLIER.is_match(base) {
+        return None; // "faster than before", "over v3.5": a change from the last version
     }
-    let word = words.next()?.trim_end_matches([',', '.', ';', ')']);
-    let word = if word.eq_ignore_ascii_case("the") {
-        words.next()?.trim_end_matches([',', '.', ';', ')'])
-    } else {
-        word
-    };
+    Some(system_name(base).map_or(Against::Baseline, Against::Named))
+}
+
+/// The text right after `figure` in `clause`, from its next word.
+fn after_figure<'a>(clause: &'a str, figure: &str) -> Option<&'a str> {
+    Some(clause[clause.find(figure)? + figure.len()..].trim_start())
+}
+
+/// The first word of `text` when it is a system's name: a word with a capital or a digit
+/// after its first letter ("vLLM", "cuBLAS", "FlashAttention-3"), not "tasks" or "the".
+fn system_name(text: &str) -> Option<String> {
+    let word = text
+        .split_whitespace()
+        .next()?
+        // A phrase cut after a whole word ends it with "…".
+        .trim_end_matches([',', '.', ';', ':', ')', '…']);
     word.chars()
         .skip(1)
         .any(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
@@ -206,6 +250,8 @@ pub fn render(fact: &Fact, t: &Locale) -> String {
         None => super::extractive::spaced_figure(&fact.figure),
     };
     let key = match (fact.direction, &fact.of) {
+        (Direction::Up, Some(Against::Named(_))) if times.is_some() => "fact_up_times_of",
+        (Direction::Up, Some(Against::Baseline)) if times.is_some() => "fact_up_times_base",
         (Direction::Up, _) if times.is_some() => "fact_up_times",
         (Direction::Up, _) => "fact_up",
         (Direction::Down, _) => "fact_down",
@@ -218,7 +264,13 @@ pub fn render(fact: &Fact, t: &Locale) -> String {
             ("metric", t.get(fact.metric.key())),
             ("max", if fact.at_most { t.get("fact_max") } else { "" }),
             ("figure", &figure),
-            ("of", fact.of.as_deref().unwrap_or("")),
+            (
+                "of",
+                match &fact.of {
+                    Some(Against::Named(name)) => name,
+                    _ => "",
+                },
+            ),
         ],
     )
 }
@@ -422,6 +474,43 @@ mod tests {
             "每秒 token 数达到 12,000 tokens/s"
         );
         assert_eq!(both("reduces p99 TPOT by 37%", "37%").0, "延迟降低 37%");
+        // A multiple of another system is not a change from before ("此前").
+        assert_eq!(
+            both("Tessera delivers 1.42x the throughput of vLLM…", "1.42x"),
+            (
+                "吞吐量达到 vLLM 的 1.42 倍".into(),
+                "throughput 1.42x that of vLLM".into()
+            )
+        );
+        for (clause, figure, zh) in [
+            (
+                "They run up to 1.9x faster than FlashAttention-3",
+                "1.9x",
+                "速度最高达到 FlashAttention-3 的 1.9 倍",
+            ),
+            (
+                "up to 1.6x over cuBLAS on FP4 GEMM",
+                "1.6x",
+                "速度最高达到 cuBLAS 的 1.6 倍",
+            ),
+            (
+                "1.3x faster than the fused attention in cuDNN",
+                "1.3x",
+                "速度达到对比基线的 1.3 倍",
+            ),
+            (
+                "inference is 2x faster than before",
+                "2x",
+                "速度达到此前的 2 倍",
+            ),
+            (
+                "a geomean speedup of 1.18x compared with 2.9",
+                "1.18x",
+                "速度达到此前的 1.18 倍",
+            ),
+        ] {
+            assert_eq!(both(clause, figure).0, zh, "{clause}");
+        }
         assert!(read("across 96 configurations, 3% of them", "3%").is_none());
     }
 }
