@@ -18,9 +18,9 @@ use tokio::io::AsyncReadExt;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
-use crate::config::{FetchConfig, SourceConfig, SourceLocation};
 use crate::model::Validators;
 use crate::netguard::Guard;
+use crate::settings::{FetchConfig, SourceConfig, SourceLocation};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FetchOutcome {

@@ -48,6 +48,7 @@ pub mod release_notes;
 pub mod render;
 pub mod schedule;
 pub mod score;
+pub mod settings;
 pub mod sources;
 pub mod store;
 pub mod subscriber;

@@ -29,7 +29,7 @@ impl Guard {
     }
 
     /// For feeds, their redirects and discovery.
-    pub fn fetch(config: &crate::config::FetchConfig) -> Guard {
+    pub fn fetch(config: &crate::settings::FetchConfig) -> Guard {
         Guard::new(
             config.allow_private_networks,
             "fetch.allow_private_networks",
@@ -37,11 +37,8 @@ impl Guard {
     }
 
     /// For readers' webhooks and robots.
-    pub fn delivery(config: &crate::config::DeliveryConfig) -> Guard {
-        Guard::new(
-            config.allow_private_networks,
-            "delivery.allow_private_networks",
-        )
+    pub fn delivery(allow_private_networks: bool) -> Guard {
+        Guard::new(allow_private_networks, "delivery.allow_private_networks")
     }
 
     /// Refuses a URL whose host is a private address written as an IP or as `localhost`

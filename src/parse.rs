@@ -12,8 +12,8 @@ use chrono::{DateTime, Utc};
 use regex::Regex;
 use sha2::{Digest as _, Sha256};
 
-use crate::config::SourceConfig;
 use crate::model::{Item, ItemKind, ReleaseLevel, SourceKind};
+use crate::settings::SourceConfig;
 use crate::text::{collapse_whitespace, decode_entities, html_to_text, normalize_url};
 
 /// Longest plain text kept per item; summaries and keyword rules never need more.
@@ -478,7 +478,7 @@ pub fn release_level(url: &str, title: &str) -> ReleaseLevel {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{SourceConfig, SourceLocation};
+    use crate::settings::{SourceConfig, SourceLocation};
     use chrono::TimeZone;
 
     fn source(kind: SourceKind) -> SourceConfig {

@@ -6,8 +6,8 @@
 //! Tokens carry no state of their own: "works once" comes from what they act on (a confirm
 //! token only acts on a pending subscriber, and confirming ends pending).
 
-use crate::config::Secret;
 use crate::parse::hex;
+use crate::settings::Secret;
 
 pub const SECRET_ENV: &str = "KDIGEST_SECRET";
 

@@ -202,8 +202,13 @@ pub struct DiscordBot {
 
 impl DiscordBot {
     pub fn new(store: Store, config: Arc<Config>) -> DiscordBot {
-        let verifier = config.discord.public_key.as_deref().map(Verifier::new);
-        let followups = Arc::new(client(&config.discord, ""));
+        let verifier = config
+            .channels
+            .discord
+            .public_key
+            .as_deref()
+            .map(Verifier::new);
+        let followups = Arc::new(client(&config.channels.discord, ""));
         let cooldowns = Cooldowns::new(crate::bot::handlers::digest_cooldown(&config));
         DiscordBot {
             store,
@@ -384,7 +389,7 @@ fn ephemeral(text: &str) -> Value {
 /// Registers the slash commands (per guild when `discord.guild_id` is set: instant; else
 /// globally). Needs the bot token and the application id.
 pub async fn register_commands(config: &Config) -> anyhow::Result<()> {
-    let discord: &DiscordConfig = &config.discord;
+    let discord: &DiscordConfig = &config.channels.discord;
     let token = Secret::from_env(&discord.token_env, "the Discord bot token")?;
     let http = client(discord, token.expose());
     let application = match discord.application_id {
@@ -502,8 +507,8 @@ pub async fn run_gateway(
     on_session: SessionCallback,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
-    let token = Secret::from_env(&config.discord.token_env, "the Discord bot token")?;
-    let http = client(&config.discord, token.expose());
+    let token = Secret::from_env(&config.channels.discord.token_env, "the Discord bot token")?;
+    let http = client(&config.channels.discord, token.expose());
     // Asked here, not left to serenity: when the API cannot be reached, serenity falls back
     // to the default gateway address and retries every 5 s without end or error, which the
     // daemon could neither back off from nor name in /healthz.

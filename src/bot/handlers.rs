@@ -624,7 +624,7 @@ fn requested_day(ctx: &Ctx<'_>, date: DateArg) -> Option<NaiveDate> {
 /// `telegram.digest_cooldown_secs`, where it was first; built without Telegram, its default.
 pub fn digest_cooldown(config: &crate::config::Config) -> std::time::Duration {
     #[cfg(feature = "telegram")]
-    return config.telegram.digest_cooldown;
+    return config.channels.telegram.digest_cooldown;
     #[cfg(not(feature = "telegram"))]
     {
         let _ = config;

@@ -60,7 +60,7 @@ impl TelegramBot {
         let renders = crate::deliver::RenderCache::new(config.digest.templates_dir.clone());
         let limits = Arc::new(crate::deliver::limits::Limits::new(
             &config.delivery.limits(crate::subscriber::Channel::Telegram),
-            Some(config.telegram.group_per_minute),
+            Some(config.channels.telegram.group_per_minute),
         ));
         TelegramBot {
             bot,
@@ -162,7 +162,7 @@ impl TelegramBot {
                 .bot
                 .get_updates()
                 .offset(offset)
-                .timeout(self.config.telegram.poll_timeout_secs)
+                .timeout(self.config.channels.telegram.poll_timeout_secs)
                 .allowed_updates(vec![AllowedUpdate::Message, AllowedUpdate::CallbackQuery]);
             let updates = tokio::select! {
                 r = request.send() => r,
@@ -227,7 +227,13 @@ impl TelegramBot {
     }
 
     fn is_owner(&self, user: Option<&teloxide::types::User>) -> bool {
-        user.is_some_and(|u| self.config.telegram.admins.contains(&(u.id.0 as i64)))
+        user.is_some_and(|u| {
+            self.config
+                .channels
+                .telegram
+                .admins
+                .contains(&(u.id.0 as i64))
+        })
     }
 
     async fn handle_message(&self, message: &Message) -> anyhow::Result<()> {

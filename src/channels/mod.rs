@@ -9,15 +9,17 @@
 //! write `src/channels/<name>/mod.rs` with a `Spec` that implements [`ChannelSpec`], then add
 //! `Variant => name` to the `registry!` line at the bottom of this file.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::hash::Hash;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{ChannelLimits, Config};
 use crate::model::Digest;
 use crate::render::Renderer;
+use crate::settings::ChannelLimits;
+use crate::settings::read::Doc;
 
 #[cfg(any(
     feature = "feishu",
@@ -102,6 +104,31 @@ impl Options {
     }
 }
 
+/// What the senders are built from: the channels' own sections and the delivery settings
+/// they share. The application's configuration builds it (`Config::channel_setup`); the
+/// channels never see that configuration.
+pub struct Setup<'a> {
+    pub sections: &'a ChannelsConfig,
+    /// One request's timeout.
+    pub timeout: Duration,
+    /// Readers' webhooks and robots may be on loopback or private networks.
+    pub allow_private_networks: bool,
+    /// The environment variable holding the webhook signing key.
+    pub webhook_secret_env: &'a str,
+    /// `[delivery.<name>]` limits, where the file sets them.
+    pub limits: &'a BTreeMap<Channel, ChannelLimits>,
+}
+
+/// The `[<name>]` section of a channel that has no settings of its own: refused with a
+/// pointer to where its settings are.
+pub fn no_section(doc: &Doc, name: &str, problems: &mut Vec<String>) {
+    if doc.contains_key(name) {
+        problems.push(format!(
+            "{name}: the {name} channel has no section of its own; remove it (its rate limits are [delivery.{name}], its addresses are subscribers')"
+        ));
+    }
+}
+
 /// What one channel is. Implemented by a unit `Spec` in each channel's folder; the registry
 /// calls it with static dispatch.
 // The futures are only awaited inside the crate, where their concrete types (and so their
@@ -126,9 +153,16 @@ pub trait ChannelSpec {
 
     /// Messages a minute to one group destination, when the platform limits groups more
     /// tightly than other destinations (Telegram).
-    fn group_per_minute(_config: &Config) -> Option<f64> {
+    fn group_per_minute(_sections: &ChannelsConfig) -> Option<f64> {
         None
     }
+
+    /// The channel's own `[<name>]` section, validated (`()` for a channel without one).
+    type Section: fmt::Debug + Clone;
+    /// Reads and validates `[<name>]`; `site` is the web site's public address (the base of
+    /// the links a channel's messages carry). Channels without a section call
+    /// [`no_section`].
+    fn section(doc: &Doc, site: &url::Url, problems: &mut Vec<String>) -> Self::Section;
 
     /// An address as a reader gives it, with a credential where the channel's addresses
     /// carry one, and that credential ("" when none): the channel compliance test
@@ -183,7 +217,7 @@ pub trait ChannelSpec {
     }
     /// The sender, or `None` when the channel cannot send here (no token); says why in the
     /// log.
-    fn sender(config: &Config) -> anyhow::Result<Option<Self::Sender>>;
+    fn sender(setup: &Setup) -> anyhow::Result<Option<Self::Sender>>;
     async fn send(
         sender: &Self::Sender,
         target: &Self::Target,
@@ -223,6 +257,12 @@ macro_rules! registry {
                 }
             }
 
+            /// The limits in force: `[delivery.<name>]` where the file sets them, else the
+            /// platform's.
+            pub fn limits_in(self, set: &BTreeMap<Channel, ChannelLimits>) -> ChannelLimits {
+                set.get(&self).copied().unwrap_or_else(|| self.default_limits())
+            }
+
             /// Whether instances share this channel's `per_sec` as one platform budget.
             pub fn shared_budget(self) -> bool {
                 match self {
@@ -231,9 +271,9 @@ macro_rules! registry {
             }
 
             /// The per-minute limit of a group destination, if the platform has one.
-            pub fn group_per_minute(self, config: &Config) -> Option<f64> {
+            pub fn group_per_minute(self, sections: &ChannelsConfig) -> Option<f64> {
                 match self {
-                    $($(#[$meta])* Channel::$variant => <$module::Spec as ChannelSpec>::group_per_minute(config),)*
+                    $($(#[$meta])* Channel::$variant => <$module::Spec as ChannelSpec>::group_per_minute(sections),)*
                 }
             }
 
@@ -276,9 +316,9 @@ macro_rules! registry {
             }
 
             /// This channel's sender on its own (the web sign-up's confirmation messages).
-            pub fn sender(self, config: &Config) -> anyhow::Result<Option<Sender>> {
+            pub fn sender(self, setup: &Setup) -> anyhow::Result<Option<Sender>> {
                 Ok(match self {
-                    $($(#[$meta])* Channel::$variant => <$module::Spec as ChannelSpec>::sender(config)?.map(Sender::$variant),)*
+                    $($(#[$meta])* Channel::$variant => <$module::Spec as ChannelSpec>::sender(setup)?.map(Sender::$variant),)*
                 })
             }
 
@@ -385,11 +425,11 @@ macro_rules! registry {
         }
 
         /// Every channel that can send with this configuration, in registry order.
-        pub fn senders(config: &Config) -> anyhow::Result<Vec<Sender>> {
+        pub fn senders(setup: &Setup) -> anyhow::Result<Vec<Sender>> {
             let mut senders = Vec::new();
             $(
                 $(#[$meta])*
-                if let Some(s) = <$module::Spec as ChannelSpec>::sender(config)? {
+                if let Some(s) = <$module::Spec as ChannelSpec>::sender(setup)? {
                     senders.push(Sender::$variant(s));
                 }
             )*
@@ -397,8 +437,32 @@ macro_rules! registry {
         }
 
         /// Every channel kdigest has, built into this binary or not (the cargo features):
-        /// the registry's folder names, which are the channels' names.
-        const EVERY_CHANNEL: &[&str] = &[$(stringify!($module)),*];
+        /// the registry's folder names, which are the channels' names (and the names of
+        /// their sections in the configuration file).
+        pub const EVERY_CHANNEL: &[&str] = &[$(stringify!($module)),*];
+
+        /// Each built channel's own section of the configuration file (`[telegram]`,
+        /// `[discord]`, `[email]`; `()` for a channel without one). The application's
+        /// configuration holds it, so the core settings never name a channel.
+        #[derive(Debug, Clone)]
+        pub struct ChannelsConfig {
+            $($(#[$meta])* pub $module: <$module::Spec as ChannelSpec>::Section,)*
+        }
+
+        impl ChannelsConfig {
+            /// Reads every built channel's section; the section of a channel this binary
+            /// was built without is refused by name.
+            pub fn read(doc: &Doc, site: &url::Url, problems: &mut Vec<String>) -> ChannelsConfig {
+                for name in EVERY_CHANNEL {
+                    if Channel::from_name(name).is_none() && doc.contains_key(name) {
+                        problems.push(format!("{name}: this kdigest was built without the {name} channel; remove the section, or build with `cargo build --release --features {name}`"));
+                    }
+                }
+                ChannelsConfig {
+                    $($(#[$meta])* $module: <$module::Spec as ChannelSpec>::section(doc, site, problems),)*
+                }
+            }
+        }
 
         /// Every address form, for help and error texts.
         pub fn address_forms() -> String {
@@ -425,6 +489,12 @@ impl Mailer {
         _email: crate::render::Email,
     ) -> Result<(), SendError> {
         match *self {}
+    }
+}
+
+impl Setup<'_> {
+    pub fn limits(&self, channel: Channel) -> ChannelLimits {
+        channel.limits_in(self.limits)
     }
 }
 

@@ -14,12 +14,14 @@ use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
 use super::{ChannelSpec, Meta, Options, SendError};
-use crate::config::{ChannelLimits, Config, Secret};
+use super::{Setup, no_section};
 use crate::locale::Locale;
 use crate::model::{Digest, DigestEvent};
 use crate::netguard::Guard;
 use crate::parse::hex;
 use crate::render::Renderer;
+use crate::settings::read::Doc;
+use crate::settings::{ChannelLimits, Secret};
 
 /// One robot: where to post, and how it wants to be addressed.
 #[derive(Clone, PartialEq, Eq, Hash)]
@@ -97,6 +99,11 @@ impl<P: Platform> ChannelSpec for RobotSpec<P> {
 
     type Target = Robot;
     type Sender = RobotSender;
+    type Section = ();
+
+    fn section(doc: &Doc, _site: &url::Url, problems: &mut Vec<String>) {
+        no_section(doc, P::NAME, problems)
+    }
 
     fn parse(target: &str) -> Result<Robot, String> {
         let url = url::Url::parse(target)
@@ -215,10 +222,10 @@ impl<P: Platform> ChannelSpec for RobotSpec<P> {
         Some(P::note(text).to_string())
     }
 
-    fn sender(config: &Config) -> anyhow::Result<Option<RobotSender>> {
+    fn sender(setup: &Setup) -> anyhow::Result<Option<RobotSender>> {
         Ok(Some(RobotSender::new(
-            config.delivery.timeout,
-            Guard::delivery(&config.delivery),
+            setup.timeout,
+            Guard::delivery(setup.allow_private_networks),
         )?))
     }
 

@@ -4,120 +4,39 @@
 //! collected (not just the first) and each names the key path, the bad value and what is
 //! allowed; unknown keys name the nearest valid key.
 
-use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use chrono::NaiveTime;
 use chrono_tz::Tz;
 
-use crate::model::{Score, SourceKind};
-
 mod keys;
-mod location;
 mod raw;
-mod secret;
 mod service;
 pub mod shorthand;
 pub(crate) mod validate;
 
 use keys::*;
-pub use location::Location;
 pub use raw::*;
-pub use secret::Secret;
+// The core settings, re-exported: the application reads them as `config::DigestConfig`.
+use crate::settings::read::*;
+pub use crate::settings::*;
 use service::*;
 use validate::*;
 pub use validate::{parse_location, parse_source_kind};
 
-// Each channel's section lives in its folder (src/channels/<name>/config.rs).
-#[cfg(feature = "discord")]
-use crate::channels::discord;
+// Each channel's section lives in its folder (src/channels/<name>/config.rs); the registry
+// reads them all into one `ChannelsConfig`.
+pub use crate::channels::ChannelsConfig;
 #[cfg(feature = "discord")]
 pub use crate::channels::discord::config::DiscordConfig;
 #[cfg(feature = "email")]
-use crate::channels::email;
-#[cfg(feature = "email")]
 pub use crate::channels::email::config::{DkimAlgorithm, DkimConfig, EmailConfig, SmtpTls};
-#[cfg(feature = "telegram")]
-use crate::channels::telegram;
 #[cfg(feature = "telegram")]
 pub use crate::channels::telegram::config::TelegramConfig;
 /// The sources used when the file lists none.
 pub fn builtin_sources() -> Vec<RawSource> {
     raw::default_sources()
 }
-
-pub const LANGUAGES: &[&str] = &["zh-CN", "en"];
-pub const DEFAULT_LAYERS: &[&str] = &[
-    "frontend",
-    "optimization",
-    "kernel_codegen",
-    "hardware_backend",
-    "runtime",
-    "benchmark",
-];
-
-/// All problems found in one configuration. Exit code 2.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError {
-    /// The file the problems are in, once known (set by [`Config::load`]).
-    pub file: Option<PathBuf>,
-    pub problems: Vec<Problem>,
-}
-
-/// One problem: a message that starts with the key path, and where that key is in the file.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Problem {
-    pub message: String,
-    pub at: Option<Location>,
-}
-
-impl ConfigError {
-    /// A problem with no place in the file (a missing variable, an unreadable file).
-    pub fn new(message: impl Into<String>) -> ConfigError {
-        ConfigError {
-            file: None,
-            problems: vec![Problem {
-                message: message.into(),
-                at: None,
-            }],
-        }
-    }
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let n = self.problems.len();
-        write!(
-            f,
-            "Invalid configuration ({n} problem{}):",
-            if n == 1 { "" } else { "s" }
-        )?;
-        for p in &self.problems {
-            let Some(at) = &p.at else {
-                write!(f, "\n  - {}", p.message)?;
-                continue;
-            };
-            match &self.file {
-                Some(file) => write!(f, "\n  - {}:{}:{}: ", file.display(), at.line, at.column)?,
-                None => write!(f, "\n  - line {}, column {}: ", at.line, at.column)?,
-            }
-            let number = at.line.to_string();
-            let pad = " ".repeat(number.len());
-            write!(
-                f,
-                "{}\n      {pad} |\n      {number} | {}\n      {pad} | {}{}",
-                p.message,
-                at.source_line,
-                " ".repeat(at.column - 1),
-                "^".repeat(at.width)
-            )?;
-        }
-        Ok(())
-    }
-}
-
-impl std::error::Error for ConfigError {}
 
 // ---------------------------------------------------------------------------------------------
 // Validated form: what the rest of the program uses.
@@ -136,12 +55,8 @@ pub struct Config {
     pub schedule: ScheduleConfig,
     pub delivery: DeliveryConfig,
     pub daemon: DaemonConfig,
-    #[cfg(feature = "telegram")]
-    pub telegram: TelegramConfig,
-    #[cfg(feature = "discord")]
-    pub discord: DiscordConfig,
-    #[cfg(feature = "email")]
-    pub email: EmailConfig,
+    /// Every built channel's own section (`config.channels.telegram`).
+    pub channels: ChannelsConfig,
     pub web: WebConfig,
     pub signup: SignupConfig,
     /// Keys still read but deprecated, each with where it moved: `check-config` prints
@@ -179,14 +94,6 @@ pub struct ScheduleConfig {
     pub timezone: Tz,
 }
 
-/// Rate limits and concurrency of one channel.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ChannelLimits {
-    pub per_sec: f64,
-    pub per_destination_per_sec: f64,
-    pub concurrency: usize,
-}
-
 #[derive(Debug, Clone)]
 pub struct DeliveryConfig {
     pub max_attempts: u32,
@@ -204,10 +111,7 @@ pub struct DeliveryConfig {
 
 impl DeliveryConfig {
     pub fn limits(&self, channel: crate::channels::Channel) -> ChannelLimits {
-        self.limits
-            .get(&channel)
-            .copied()
-            .unwrap_or_else(|| channel.default_limits())
+        channel.limits_in(&self.limits)
     }
 }
 
@@ -254,159 +158,6 @@ impl Default for ServeLimits {
 }
 
 #[derive(Debug, Clone)]
-pub struct DigestConfig {
-    pub language: String,
-    pub timezone: Tz,
-    pub window_end: NaiveTime,
-    pub window_hours: i64,
-    pub key_changes: usize,
-    pub min_score: Score,
-    pub title_similarity: f64,
-    /// How many days back a new event is linked to the story it continues, and a story
-    /// already reported is not presented as new again (crate::followup); 0: never.
-    pub follow_up_days: i64,
-    pub templates_dir: Option<PathBuf>,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct SourceConfig {
-    pub name: String,
-    pub location: SourceLocation,
-    pub kind: SourceKind,
-    pub weight: f64,
-    pub max_items: Option<usize>,
-    /// Keep only items whose title or text contains one of these (lower-cased); empty: all.
-    pub include: Vec<String>,
-    /// Drop items whose title or text contains one of these (lower-cased).
-    pub exclude: Vec<String>,
-}
-
-impl SourceConfig {
-    /// Whether an item with this title and text passes the source's include and exclude
-    /// phrases (case-insensitive).
-    pub fn keeps(&self, title: &str, text: &str) -> bool {
-        if self.include.is_empty() && self.exclude.is_empty() {
-            return true;
-        }
-        let haystack = format!("{title}\n{text}").to_lowercase();
-        (self.include.is_empty() || self.include.iter().any(|p| haystack.contains(p.as_str())))
-            && !self.exclude.iter().any(|p| haystack.contains(p.as_str()))
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SourceLocation {
-    Http(url::Url),
-    File(PathBuf),
-}
-
-impl fmt::Display for SourceLocation {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SourceLocation::Http(u) => write!(f, "{u}"),
-            SourceLocation::File(p) => write!(f, "{}", p.display()),
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct LayerConfig {
-    pub name: String,
-    /// Ordinary evidence for the layer (weight 1).
-    pub keywords: Vec<String>,
-    /// Unambiguous terms of the layer: one mention tags it (weight 2).
-    pub strong: Vec<String>,
-    /// Words that mean the layer only in company ("latency", "layout"): weight 1/2.
-    pub weak: Vec<String>,
-}
-
-/// Phrases that are not one layer's: evidence that an item is about this field at all, and
-/// neighbouring fields whose items mention GPUs or kernels without being about them.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RelevanceConfig {
-    pub field: Vec<String>,
-    pub negative: Vec<String>,
-    /// The systems this field's engineers use (vLLM, FlashAttention, cuBLAS, ...): a paper
-    /// that builds on or measures against them lands in the readers' own stack.
-    pub stack: Vec<String>,
-    /// Apply the learned corrections (`learned`, src/learned_model.tsv) on top of the
-    /// phrases; `false` leaves the phrase model alone.
-    pub learned: bool,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct ScoreWeights {
-    pub source: f64,
-    pub relevance: f64,
-    pub impact: f64,
-    pub corroboration: f64,
-    pub freshness: f64,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SummarizeMode {
-    Extractive,
-    Llm,
-}
-
-impl SummarizeMode {
-    /// As written in config.toml.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SummarizeMode::Extractive => "extractive",
-            SummarizeMode::Llm => "llm",
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct SummarizeConfig {
-    pub mode: SummarizeMode,
-    pub summary_chars: usize,
-    /// LLM mode: the model also rates each event near the threshold 1-10 and proposes
-    /// layers; the rating moves the score by up to ±10 points (summarize::rank).
-    pub rank: bool,
-    pub llm: LlmConfig,
-}
-
-#[derive(Debug, Clone)]
-pub struct LlmConfig {
-    pub provider: String,
-    pub base_url: url::Url,
-    pub model: String,
-    /// Name of the environment variable that holds the key; the key itself is never stored here.
-    pub api_key_env: String,
-    pub timeout: Duration,
-    pub concurrency: usize,
-    pub retries: u32,
-    /// Sent as `max_tokens` with every request.
-    pub max_tokens: u32,
-    /// For the whole LLM phase of one digest; events not done by then fall back.
-    pub deadline: Duration,
-    /// For the cost estimate in the notes, per million tokens; None: no estimate.
-    pub price_input_per_mtok: Option<f64>,
-    pub price_output_per_mtok: Option<f64>,
-}
-
-#[derive(Debug, Clone)]
-pub struct FetchConfig {
-    pub concurrency: usize,
-    pub per_host_concurrency: usize,
-    pub timeout: Duration,
-    pub max_body_bytes: u64,
-    pub max_redirects: usize,
-    pub retries: u32,
-    pub user_agent: String,
-    /// Feeds (and their redirects, and discovery) may be on loopback or private networks.
-    pub allow_private_networks: bool,
-    /// Below this share of sources answering (and always when none does) a run stores and
-    /// delivers nothing: a failed day is not a quiet day.
-    pub min_success_share: f64,
-    /// How long parsing one source's body may take before the source is failed.
-    pub parse_budget: Duration,
-}
-
-#[derive(Debug, Clone)]
 pub struct StorageConfig {
     /// The SQLite file (the default engine).
     pub path: PathBuf,
@@ -433,6 +184,7 @@ impl StorageConfig {
     }
 }
 
+/// The sections of the file besides the channels' own (`crate::channels::EVERY_CHANNEL`).
 const TOP_LEVEL_KEYS: &[&str] = &[
     "digest",
     "sources",
@@ -445,9 +197,6 @@ const TOP_LEVEL_KEYS: &[&str] = &[
     "schedule",
     "delivery",
     "daemon",
-    "telegram",
-    "discord",
-    "email",
     "web",
     "signup",
 ];
@@ -478,7 +227,7 @@ impl Config {
             .parse()
             .map_err(|e: toml_edit::TomlError| {
                 let at = e.span().map(|span| Location::of_span(text, span));
-                let key = at.as_ref().and_then(|l| keys::key_at_line(text, l.line));
+                let key = at.as_ref().and_then(|l| key_at_line(text, l.line));
                 let message = match key {
                     Some(key) if e.message().contains("number too large") => format!(
                         "{key}: the number is too large for TOML (integers go up to 9223372036854775807); use a value in the key's range (config.toml documents it)"
@@ -491,9 +240,14 @@ impl Config {
                 }
             })?;
         let mut problems = Vec::new();
+        let known: Vec<&str> = TOP_LEVEL_KEYS
+            .iter()
+            .chain(crate::channels::EVERY_CHANNEL)
+            .copied()
+            .collect();
         for (key, _) in table.iter() {
-            if !TOP_LEVEL_KEYS.contains(&key) {
-                problems.push(unknown_key_message(key, "", TOP_LEVEL_KEYS));
+            if !known.contains(&key) {
+                problems.push(unknown_key_message(key, "", &known));
             }
         }
         let digest: RawDigest = section(&table, "digest", &mut problems);
@@ -505,27 +259,13 @@ impl Config {
         let schedule: RawSchedule = section(&table, "schedule", &mut problems);
         let delivery: RawDelivery = keys::delivery_section(&table, &mut problems);
         let daemon: RawDaemon = section(&table, "daemon", &mut problems);
-        // The sections of channels this binary was built without are refused by name.
-        for (name, built) in [
-            ("telegram", cfg!(feature = "telegram")),
-            ("discord", cfg!(feature = "discord")),
-            ("email", cfg!(feature = "email")),
-        ] {
-            if !built && table.contains_key(name) {
-                problems.push(format!("{name}: this kdigest was built without the {name} channel; remove the section, or build with `cargo build --release --features {name}`"));
-            }
-        }
-        #[cfg(feature = "telegram")]
-        let telegram: telegram::config::RawTelegram = section(&table, "telegram", &mut problems);
-        #[cfg(feature = "discord")]
-        let discord: discord::config::RawDiscord = section(&table, "discord", &mut problems);
-        #[cfg(feature = "email")]
-        let email: email::config::RawEmail = section(&table, "email", &mut problems);
-        // The site's address under its old key (`email.public_url`).
-        #[cfg(feature = "email")]
-        let old_site = email.public_url.clone();
-        #[cfg(not(feature = "email"))]
-        let old_site: Option<String> = None;
+        // The site's address under its old key, `email.public_url` (the email section
+        // still accepts the key, so a file that has it is not refused).
+        let old_site = table
+            .get("email")
+            .and_then(|email| email.get("public_url"))
+            .and_then(|url| url.as_str())
+            .map(str::to_string);
         let signup: RawSignup = section(&table, "signup", &mut problems);
         let web: RawWeb = section(&table, "web", &mut problems);
         let sources = raw_sources(&table, &mut problems);
@@ -538,12 +278,7 @@ impl Config {
             schedule: validate_schedule(schedule, digest.timezone, &mut problems),
             delivery: validate_delivery(delivery, &mut problems),
             daemon: validate_daemon(daemon, &mut problems),
-            #[cfg(feature = "telegram")]
-            telegram: telegram::config::validate(telegram, &mut problems),
-            #[cfg(feature = "discord")]
-            discord: discord::config::validate(discord, &mut problems),
-            #[cfg(feature = "email")]
-            email: email::config::validate(email, &web.public_url, &mut problems),
+            channels: ChannelsConfig::read(&table, &web.public_url, &mut problems),
             web,
             signup: validate_signup(signup, &mut problems),
             notes,
@@ -565,6 +300,18 @@ impl Config {
 
     /// Reads and parses a file; relative source, storage and template paths are taken
     /// relative to the file's directory.
+    /// What the channels' senders are built from: their sections and the delivery
+    /// settings they share.
+    pub fn channel_setup(&self) -> crate::channels::Setup<'_> {
+        crate::channels::Setup {
+            sections: &self.channels,
+            timeout: self.delivery.timeout,
+            allow_private_networks: self.delivery.allow_private_networks,
+            webhook_secret_env: &self.delivery.webhook_secret_env,
+            limits: &self.delivery.limits,
+        }
+    }
+
     pub fn load(path: &std::path::Path) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|e| {
             ConfigError::new(format!(
@@ -611,6 +358,7 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::Score;
 
     #[test]
     fn a_syntax_error_gives_line_column_and_the_line() {
@@ -739,7 +487,7 @@ mod tests {
             Config::parse(text).map(|c| {
                 (
                     c.web.public_url.to_string(),
-                    c.email.public_url.to_string(),
+                    c.channels.email.public_url.to_string(),
                     c.notes,
                 )
             })
@@ -803,6 +551,18 @@ mod tests {
         assert!(
             err.problems[0].message.contains("did you mean `fetch`?"),
             "{err}"
+        );
+        // The channels' sections are the registry's: a near miss is pointed at them too,
+        // and a channel without settings of its own says where they are.
+        let err = Config::parse("[telegran]\n").unwrap_err();
+        assert!(
+            err.problems[0].message.contains("did you mean `telegram`?"),
+            "{err}"
+        );
+        let err = Config::parse("[webhook]\ntimeout_secs = 5\n").unwrap_err();
+        assert_eq!(
+            err.problems[0].message,
+            "webhook: the webhook channel has no section of its own; remove it (its rate limits are [delivery.webhook], its addresses are subscribers')",
         );
     }
 

@@ -441,15 +441,6 @@ pub(super) fn validate_fetch(raw: RawFetch, problems: &mut Vec<String>) -> Fetch
     }
 }
 
-/// Config names the environment variable that holds a secret, never the secret itself.
-pub(crate) fn env_var_name(key: &str, value: &str, what: &str, problems: &mut Vec<String>) {
-    if value.is_empty() || !value.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-        problems.push(format!(
-            "{key}: \"{value}\" is not an environment variable name; the {what} itself never goes in config.toml"
-        ));
-    }
-}
-
 /// An IANA time zone; UTC and a problem naming `key` otherwise.
 pub(super) fn timezone(key: &str, name: &str, problems: &mut Vec<String>) -> Tz {
     name.parse::<Tz>().unwrap_or_else(|_| {
@@ -460,7 +451,6 @@ pub(super) fn timezone(key: &str, name: &str, problems: &mut Vec<String>) -> Tz 
     })
 }
 
-/// `raw` when it is an http or https URL.
 /// `[web]`. The site's address was `email.public_url` before it had a section of its own:
 /// that key is still read when `web.public_url` is unset, with a note saying where it moved,
 /// and refused when both are set and differ (the site has one address).
@@ -504,10 +494,4 @@ pub(super) fn validate_web(
     WebConfig {
         public_url: public_url.unwrap_or_else(default),
     }
-}
-
-pub(crate) fn http_url(raw: &str) -> Option<url::Url> {
-    url::Url::parse(raw)
-        .ok()
-        .filter(|u| matches!(u.scheme(), "http" | "https"))
 }

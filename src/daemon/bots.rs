@@ -126,7 +126,7 @@ pub(super) fn start_telegram_polling(
     stop: &watch::Receiver<bool>,
 ) -> Option<tokio::task::JoinHandle<anyhow::Result<()>>> {
     let engine = instance.engine;
-    match instance.config.telegram.webhook_url {
+    match instance.config.channels.telegram.webhook_url {
         None => instance.telegram_bot(runs.clone()).map(|telegram| {
             let (engine, mut stop) = (engine.clone(), stop.clone());
             tokio::spawn(async move {
@@ -164,8 +164,8 @@ pub(super) fn start_discord(
         engine,
         ..
     } = *instance;
-    let discord_token = Secret::from_env(&config.discord.token_env, "").is_ok();
-    let gateway = (config.discord.public_key.is_none() && discord_token).then(|| {
+    let discord_token = Secret::from_env(&config.channels.discord.token_env, "").is_ok();
+    let gateway = (config.channels.discord.public_key.is_none() && discord_token).then(|| {
         tracing::info!(message = "Discord bot connecting to the gateway");
         let (config, store, engine, stop) = (
             Arc::new(config.clone()),
@@ -175,7 +175,7 @@ pub(super) fn start_discord(
         );
         tokio::spawn(keep_discord_gateway(config, store, engine, stop))
     });
-    if config.discord.register_commands && discord_token {
+    if config.channels.discord.register_commands && discord_token {
         // In the background: a slow Discord must not hold up the scheduler.
         let (config, engine, mut stop) = (config.clone(), engine.clone(), stop.clone());
         tokio::spawn(async move {

@@ -24,7 +24,7 @@ impl Instance<'_> {
     ) -> anyhow::Result<Site> {
         let (config, store, engine) = (self.config, self.store, self.engine);
         #[cfg(feature = "telegram")]
-        let telegram = match &config.telegram.webhook_url {
+        let telegram = match &config.channels.telegram.webhook_url {
             Some(url) => self.telegram_bot(runs).map(|t| (t, url.clone())),
             None => None,
         };
@@ -44,7 +44,7 @@ impl Instance<'_> {
         // Discord commands: the HTTP endpoint when a public key is set, else the gateway
         // (on the scheduler).
         #[cfg(feature = "discord")]
-        let discord_bot = config.discord.public_key.is_some().then(|| {
+        let discord_bot = config.channels.discord.public_key.is_some().then(|| {
             Arc::new(crate::bot::discord::DiscordBot::new(
                 store.clone(),
                 Arc::new(config.clone()),
@@ -106,11 +106,11 @@ impl Instance<'_> {
         &self,
         runs: crate::bot::handlers::RunTrigger,
     ) -> Option<crate::bot::telegram::TelegramBot> {
-        if !self.config.telegram.bot {
+        if !self.config.channels.telegram.bot {
             return None;
         }
-        let Ok(bot) = crate::channels::telegram::api_bot(&self.config.telegram) else {
-            tracing::info!(message = "No Telegram token; the Telegram bot is off", variable = %self.config.telegram.token_env);
+        let Ok(bot) = crate::channels::telegram::api_bot(&self.config.channels.telegram) else {
+            tracing::info!(message = "No Telegram token; the Telegram bot is off", variable = %self.config.channels.telegram.token_env);
             return None;
         };
         let mut telegram = crate::bot::telegram::TelegramBot::new(

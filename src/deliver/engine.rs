@@ -117,14 +117,14 @@ pub struct Engine {
 impl Engine {
     /// An engine with every channel that can send here (see `channels::senders`).
     pub fn new(store: Store, config: &Config, metrics: Arc<Metrics>) -> anyhow::Result<Engine> {
-        let senders: HashMap<Channel, Sender> = crate::channels::senders(config)?
+        let senders: HashMap<Channel, Sender> = crate::channels::senders(&config.channel_setup())?
             .into_iter()
             .map(|s| (s.channel(), s))
             .collect();
         let limits = Channel::ALL
             .iter()
             .map(|c| {
-                let group = c.group_per_minute(config);
+                let group = c.group_per_minute(&config.channels);
                 (
                     *c,
                     Arc::new(Limits::new(&config.delivery.limits(*c), group)),

@@ -61,7 +61,8 @@ async fn email_links_and_web_buttons_count_one_vote_per_reader_and_refuse_forger
     // The newsletter a subscriber receives has a 👍 and a 👎 link per event, signed for them.
     let alice = add_reader(&store, "email:alice@example.org").await;
     let bob = add_reader(&store, "email:bob@example.org").await;
-    let mailer = EmailSender::with_secrets(&config.email, secret.clone(), None, None).unwrap();
+    let mailer =
+        EmailSender::with_secrets(&config.channels.email, secret.clone(), None, None).unwrap();
     let renderer = kdigest::render::Renderer::new("en", None)
         .unwrap()
         .with_site(config.web.public_url.clone());

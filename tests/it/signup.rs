@@ -56,7 +56,8 @@ async fn readers_sign_up_confirm_once_and_change_their_preferences() {
     let config = fixture_config("http://127.0.0.1:9/feeds", dir.path(), &extra);
     let store = open_store(&config).await;
     let secret = Secret::new("signup-test-key");
-    let mailer = EmailSender::with_secrets(&config.email, secret.clone(), None, None).unwrap();
+    let mailer =
+        EmailSender::with_secrets(&config.channels.email, secret.clone(), None, None).unwrap();
     serve_account(web, &store, &config, secret.clone(), Some(Arc::new(mailer)));
     let client = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
@@ -480,7 +481,8 @@ async fn dkim_signatures_cover_the_list_headers_and_verify() {
     let b64 = base64::engine::general_purpose::STANDARD;
     let key = Secret::new(b64.encode(seed));
     let mailer =
-        EmailSender::with_secrets(&config.email, Secret::new("k"), None, Some(key)).unwrap();
+        EmailSender::with_secrets(&config.channels.email, Secret::new("k"), None, Some(key))
+            .unwrap();
     let newsletter = kdigest::render::Email {
         subject: "2026-10-28: Triton 3.5 lands".into(),
         html: "<p>Hello</p>".into(),

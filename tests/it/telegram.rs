@@ -55,7 +55,7 @@ fn bot_config(
 /// Long-polls the mock with the real bot until every scripted update is answered, then
 /// shuts the bot down.
 async fn poll_until_settled(config: &kdigest::config::Config, store: &Store, mock: &Mock) {
-    let bot = kdigest::channels::telegram::api_bot(&config.telegram).unwrap();
+    let bot = kdigest::channels::telegram::api_bot(&config.channels.telegram).unwrap();
     let (tx, rx) = tokio::sync::watch::channel(false);
     let telegram = TelegramBot::new(bot, store.clone(), Arc::new(config.clone()), None);
     // As the daemon does: set up (getMe, the command menu), then poll.
@@ -385,7 +385,7 @@ async fn webhook_mode_accepts_signed_updates_only() {
     );
     let store = open_store(&config).await;
     let bot = TelegramBot::new(
-        kdigest::channels::telegram::api_bot(&config.telegram).unwrap(),
+        kdigest::channels::telegram::api_bot(&config.channels.telegram).unwrap(),
         store,
         Arc::new(config.clone()),
         None,

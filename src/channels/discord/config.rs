@@ -3,7 +3,7 @@
 
 use serde::Deserialize;
 
-use crate::config::validate::{env_var_name, http_url};
+use crate::settings::read::{env_var_name, http_url};
 
 #[derive(Debug, Clone)]
 pub struct DiscordConfig {

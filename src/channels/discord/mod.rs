@@ -7,7 +7,9 @@ pub mod config;
 pub mod send;
 
 use super::{ChannelSpec, Meta, SendError};
-use crate::config::{ChannelLimits, Config};
+use super::Setup;
+use crate::settings::ChannelLimits;
+use crate::settings::read::{Doc, section};
 use crate::model::Digest;
 use crate::render::Renderer;
 
@@ -52,6 +54,11 @@ impl ChannelSpec for Spec {
     type Target = Target;
     // Boxed: serenity's clients are large.
     type Sender = Box<DiscordSender>;
+    type Section = config::DiscordConfig;
+
+    fn section(doc: &Doc, _site: &url::Url, problems: &mut Vec<String>) -> config::DiscordConfig {
+        config::validate(section(doc, Self::NAME, problems), problems)
+    }
 
     fn parse(target: &str) -> Result<Target, String> {
         if target.starts_with("https://") {
@@ -116,8 +123,8 @@ impl ChannelSpec for Spec {
     }
 
     /// Webhook subscribers need no bot token, so the Discord channel is always there.
-    fn sender(config: &Config) -> anyhow::Result<Option<Box<DiscordSender>>> {
-        Ok(Some(Box::new(DiscordSender::new(&config.discord))))
+    fn sender(setup: &Setup) -> anyhow::Result<Option<Box<DiscordSender>>> {
+        Ok(Some(Box::new(DiscordSender::new(&setup.sections.discord))))
     }
 
     async fn send(

@@ -11,7 +11,8 @@ use serenity::model::id::ChannelId;
 
 use super::Target;
 use crate::channels::SendError;
-use crate::config::{DiscordConfig, Secret};
+use super::config::DiscordConfig;
+use crate::settings::Secret;
 
 pub struct DiscordSender {
     /// Client with the bot token, for channel subscribers; None without a token.

@@ -9,7 +9,9 @@ pub mod send;
 use std::sync::Arc;
 
 use super::{ChannelSpec, Meta, SendError};
-use crate::config::{ChannelLimits, Config};
+use super::Setup;
+use crate::settings::ChannelLimits;
+use crate::settings::read::{Doc, section};
 use crate::model::Digest;
 use crate::render::Renderer;
 
@@ -34,6 +36,11 @@ impl ChannelSpec for Spec {
     type Target = String;
     // Shared: the web sign-up sends its confirmations through the same SMTP pool.
     type Sender = Arc<EmailSender>;
+    type Section = config::EmailConfig;
+
+    fn section(doc: &Doc, site: &url::Url, problems: &mut Vec<String>) -> config::EmailConfig {
+        config::validate(section(doc, Self::NAME, problems), site, problems)
+    }
 
     fn parse(target: &str) -> Result<String, String> {
         normalize(target)
@@ -74,7 +81,7 @@ impl ChannelSpec for Spec {
     }
 
     /// Email needs a relay and the key that signs unsubscribe links.
-    fn sender(config: &Config) -> anyhow::Result<Option<Arc<EmailSender>>> {
+    fn sender(setup: &Setup) -> anyhow::Result<Option<Arc<EmailSender>>> {
         let Some(secret) = crate::tokens::secret_from_env()? else {
             tracing::info!(
                 message =
@@ -83,7 +90,7 @@ impl ChannelSpec for Spec {
             );
             return Ok(None);
         };
-        match EmailSender::new(&config.email, secret) {
+        match EmailSender::new(&setup.sections.email, secret) {
             Ok(sender) => Ok(Some(Arc::new(sender))),
             Err(error) => {
                 tracing::warn!(message = "Email delivery is off", error = %format!("{error:#}"));

@@ -28,7 +28,7 @@ use lettre::transport::smtp::extension::ClientId;
 use tokio::sync::Semaphore;
 
 use crate::channels::SendError;
-use crate::config::{EmailConfig, SmtpTls};
+use super::config::{EmailConfig, SmtpTls};
 
 /// A connection idle for longer is checked with NOOP before it carries a message (relays
 /// close idle connections; a message is not started on one that is gone).

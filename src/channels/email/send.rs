@@ -20,7 +20,8 @@ use lettre::transport::smtp::authentication::Credentials;
 
 use super::relay::Relay;
 use crate::channels::SendError;
-use crate::config::{DkimAlgorithm, EmailConfig, Secret};
+use super::config::{DkimAlgorithm, EmailConfig};
+use crate::settings::Secret;
 use crate::render::Email;
 use crate::tokens::{Purpose, link};
 

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use super::SendError;
 use super::robot::{self, Piece, Platform, RobotSpec};
-use crate::config::{ChannelLimits, Secret};
+use crate::settings::{ChannelLimits, Secret};
 use crate::locale::Locale;
 use crate::model::Digest;
 

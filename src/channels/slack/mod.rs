@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use super::SendError;
 use super::robot::{self, Piece, Platform, RobotSpec};
-use crate::config::ChannelLimits;
+use crate::settings::ChannelLimits;
 use crate::locale::Locale;
 use crate::model::Digest;
 use crate::text::truncate_chars;

@@ -6,7 +6,9 @@ pub mod render;
 pub mod send;
 
 use super::{ChannelSpec, Meta, SendError};
-use crate::config::{ChannelLimits, Config};
+use super::{ChannelsConfig, Setup};
+use crate::settings::ChannelLimits;
+use crate::settings::read::{Doc, section};
 use crate::model::Digest;
 use crate::render::Renderer;
 
@@ -28,8 +30,14 @@ impl ChannelSpec for Spec {
     // Each message is JSON: its Telegram HTML and the vote buttons of its events.
     const FORMAT: Option<&'static str> = Some("json");
 
-    fn group_per_minute(config: &Config) -> Option<f64> {
-        Some(config.telegram.group_per_minute)
+    fn group_per_minute(sections: &ChannelsConfig) -> Option<f64> {
+        Some(sections.telegram.group_per_minute)
+    }
+
+    type Section = config::TelegramConfig;
+
+    fn section(doc: &Doc, _site: &url::Url, problems: &mut Vec<String>) -> config::TelegramConfig {
+        config::validate(section(doc, Self::NAME, problems), problems)
     }
 
     /// A private chat, group, supergroup or channel id.
@@ -80,13 +88,13 @@ impl ChannelSpec for Spec {
         problems
     }
 
-    fn sender(config: &Config) -> anyhow::Result<Option<TelegramSender>> {
-        match api_bot(&config.telegram) {
+    fn sender(setup: &Setup) -> anyhow::Result<Option<TelegramSender>> {
+        match api_bot(&setup.sections.telegram) {
             Ok(bot) => Ok(Some(TelegramSender::new(bot))),
             Err(_) => {
                 tracing::info!(
                     message = "No Telegram token; Telegram subscribers are not delivered to",
-                    variable = %config.telegram.token_env
+                    variable = %setup.sections.telegram.token_env
                 );
                 Ok(None)
             }

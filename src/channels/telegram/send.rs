@@ -11,7 +11,8 @@ use teloxide::types::{InlineKeyboardButton, InlineKeyboardMarkup, LinkPreviewOpt
 use teloxide::{ApiError, RequestError};
 
 use crate::channels::SendError;
-use crate::config::{Secret, TelegramConfig};
+use super::config::TelegramConfig;
+use crate::settings::Secret;
 use crate::channels::Address;
 
 static TOKEN: LazyLock<Regex> =
@@ -33,7 +34,7 @@ pub fn no_preview() -> LinkPreviewOptions {
 }
 
 /// A teloxide bot pointed at the configured API URL, with the token from the environment.
-pub fn api_bot(config: &TelegramConfig) -> Result<Bot, crate::config::ConfigError> {
+pub fn api_bot(config: &TelegramConfig) -> Result<Bot, crate::settings::ConfigError> {
     let token = Secret::from_env(&config.token_env, "the Telegram bot token from @BotFather")?;
     Ok(Bot::new(token.expose()).set_api_url(config.api_url.clone()))
 }

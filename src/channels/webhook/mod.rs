@@ -5,7 +5,9 @@
 pub mod send;
 
 use super::{ChannelSpec, Meta, SendError};
-use crate::config::{ChannelLimits, Config, Secret};
+use super::{Setup, no_section};
+use crate::settings::read::Doc;
+use crate::settings::{ChannelLimits, Secret};
 use crate::model::Digest;
 use crate::render::{Format, Renderer};
 
@@ -31,6 +33,11 @@ impl ChannelSpec for Spec {
     /// The receiver's URL; it may embed a credential.
     type Target = url::Url;
     type Sender = WebhookSender;
+    type Section = ();
+
+    fn section(doc: &Doc, _site: &url::Url, problems: &mut Vec<String>) {
+        no_section(doc, Self::NAME, problems)
+    }
 
     fn parse(target: &str) -> Result<url::Url, String> {
         let url = url::Url::parse(target).map_err(|e| format!("\"{target}\" is not a URL ({e})"))?;
@@ -75,24 +82,24 @@ impl ChannelSpec for Spec {
 
     /// The signing key comes from the variable named by `delivery.webhook_secret_env`;
     /// without it webhooks go unsigned and a warning says so.
-    fn sender(config: &Config) -> anyhow::Result<Option<WebhookSender>> {
+    fn sender(setup: &Setup) -> anyhow::Result<Option<WebhookSender>> {
         let secret = Secret::from_env(
-            &config.delivery.webhook_secret_env,
+            setup.webhook_secret_env,
             "the webhook signing key",
         )
         .ok();
         if secret.is_none() {
             tracing::warn!(
                 message = "Webhook deliveries are not signed; set the signing key to sign them",
-                variable = %config.delivery.webhook_secret_env
+                variable = %setup.webhook_secret_env
             );
         }
-        let concurrency = config.delivery.limits(crate::channels::Channel::Webhook).concurrency;
+        let concurrency = setup.limits(crate::channels::Channel::Webhook).concurrency;
         Ok(Some(WebhookSender::new(
-            config.delivery.timeout,
+            setup.timeout,
             secret,
             concurrency,
-            crate::netguard::Guard::delivery(&config.delivery),
+            crate::netguard::Guard::delivery(setup.allow_private_networks),
         )?))
     }
 

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use crate::channels::SendError;
-use crate::config::Secret;
+use crate::settings::Secret;
 use crate::netguard::Guard;
 use crate::parse::hex;
 

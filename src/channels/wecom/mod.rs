@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use super::SendError;
 use super::robot::{self, Platform, RobotSpec};
-use crate::config::ChannelLimits;
+use crate::settings::ChannelLimits;
 use crate::locale::Locale;
 use crate::model::Digest;
 

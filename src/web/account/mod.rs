@@ -77,7 +77,7 @@ impl Account {
         let mut chat_senders = BTreeMap::new();
         for channel in crate::channels::Channel::ALL {
             if channel.note("").is_some()
-                && let Some(sender) = channel.sender(config)?
+                && let Some(sender) = channel.sender(&config.channel_setup())?
             {
                 chat_senders.insert(*channel, sender);
             }

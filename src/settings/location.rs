@@ -5,7 +5,7 @@ use std::ops::Range;
 
 use toml_edit::{Item, Table, Value};
 
-use super::keys::Doc;
+use super::read::Doc;
 
 /// A position in the config text, with the line itself for the message.
 #[derive(Debug, Clone, PartialEq, Eq)]
