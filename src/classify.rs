@@ -28,9 +28,9 @@ use std::sync::Arc;
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 
-use crate::config::{LayerConfig, RelevanceConfig};
 use crate::learned::{self, Learned};
 use crate::model::Event;
+use crate::settings::{LayerConfig, RelevanceConfig};
 
 /// Only the start of long texts is read: what an item is about is said early.
 const MAX_CLASSIFIED_BYTES: usize = 12_000;
@@ -377,8 +377,8 @@ fn bounded(text: &str, max_bytes: usize) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::RelevanceConfig;
     use crate::model::{Item, ItemKind};
+    use crate::settings::RelevanceConfig;
     use chrono::Utc;
 
     fn event(title: &str, text: &str) -> Event {

@@ -84,10 +84,11 @@ pub async fn run(user: Option<Config>, language: Option<&str>) -> anyhow::Result
     let dir = tempfile::tempdir()?;
     let mut config = demo_config(&base, language)?;
     if let Some(mut user) = user {
-        user.sources = config.sources;
-        user.digest.timezone = config.digest.timezone;
-        user.digest.window_end = config.digest.window_end;
-        user.digest.window_hours = config.digest.window_hours;
+        let demo = config.core;
+        user.sources = demo.sources;
+        user.digest.timezone = demo.digest.timezone;
+        user.digest.window_end = demo.digest.window_end;
+        user.digest.window_hours = demo.digest.window_hours;
         if let Some(l) = language {
             user.digest.language = l.to_string();
         }

@@ -11,7 +11,6 @@ use chrono_tz::Tz;
 
 use crate::classify::{Classification, Classifier};
 use crate::cluster::cluster;
-use crate::config::Config;
 use crate::learned;
 use crate::locale::Locale;
 use crate::model::{
@@ -19,6 +18,7 @@ use crate::model::{
     SourceLink, Summaries, WatchItem, Window,
 };
 use crate::score::{self, Assessment, assess};
+use crate::settings::Settings;
 use crate::text::truncate_chars;
 
 /// At most this many events are named in the watch list.
@@ -41,7 +41,7 @@ pub struct Candidate {
 /// The window of the digest dated `date`: it ends on that day at `window_end` in the
 /// configured time zone. A nonexistent local end time (DST gap) moves to the next valid
 /// instant; an ambiguous one takes the earlier instant.
-pub fn window_for(date: NaiveDate, config: &Config) -> Window {
+pub fn window_for(date: NaiveDate, config: &Settings) -> Window {
     let tz: Tz = config.digest.timezone;
     let local = date.and_time(config.digest.window_end);
     let mut end = tz.from_local_datetime(&local).earliest();
@@ -60,7 +60,7 @@ pub fn window_for(date: NaiveDate, config: &Config) -> Window {
 
 /// The window of the scheduled run at `end`: the configured length ending at that instant,
 /// dated by `end`'s day in the digest time zone.
-pub fn window_ending(end: DateTime<Utc>, config: &Config) -> (NaiveDate, Window) {
+pub fn window_ending(end: DateTime<Utc>, config: &Settings) -> (NaiveDate, Window) {
     let tz: Tz = config.digest.timezone;
     let end = end.with_timezone(&tz);
     let start = end - Duration::hours(config.digest.window_hours);
@@ -74,7 +74,7 @@ pub fn window_ending(end: DateTime<Utc>, config: &Config) -> (NaiveDate, Window)
 }
 
 /// The date of the latest window that has ended at `now`.
-pub fn latest_complete_date(now: DateTime<Utc>, config: &Config) -> NaiveDate {
+pub fn latest_complete_date(now: DateTime<Utc>, config: &Settings) -> NaiveDate {
     let today = now.with_timezone(&config.digest.timezone).date_naive();
     if window_for(today, config).end.to_utc() <= now {
         today
@@ -87,7 +87,7 @@ pub fn latest_complete_date(now: DateTime<Utc>, config: &Config) -> NaiveDate {
 pub fn candidates(
     items: Vec<Item>,
     window: &Window,
-    config: &Config,
+    config: &Settings,
     classifier: &Classifier,
 ) -> Vec<Candidate> {
     let mut out: Vec<Candidate> = cluster(items, config.digest.title_similarity)
@@ -129,7 +129,7 @@ pub fn sort_candidates(candidates: &mut [Candidate]) {
 /// one layer. An event that matches no keyword of any layer is off-topic whatever its other
 /// components add up to (a trusted source and a fresh date do not make a post about
 /// warehouse robots relevant), and a reader could not filter it by layer.
-pub fn eligible(candidates: Vec<Candidate>, config: &Config) -> Vec<Candidate> {
+pub fn eligible(candidates: Vec<Candidate>, config: &Settings) -> Vec<Candidate> {
     candidates
         .into_iter()
         .filter(|c| c.assessment.score >= config.digest.min_score)
@@ -141,7 +141,7 @@ pub fn eligible(candidates: Vec<Candidate>, config: &Config) -> Vec<Candidate> {
 pub struct Assembly<'a> {
     pub date: NaiveDate,
     pub window: Window,
-    pub config: &'a Config,
+    pub config: &'a Settings,
     pub locale: &'a Locale,
     /// Raw items inside the window per configured source (config order).
     pub source_counts: Vec<SourceCount>,
@@ -447,7 +447,7 @@ fn use_llm_headline(d: &mut Digest, full: bool) {
 /// failed ones whose earlier items are still in the window.
 pub fn count_by_source(
     items: &[Item],
-    config: &Config,
+    config: &Settings,
     failed: &[FailedSource],
 ) -> Vec<SourceCount> {
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
@@ -471,7 +471,7 @@ mod tests {
 
     #[test]
     fn the_learned_correction_reads_only_events_it_can_bring_within_reach() {
-        let config = Config::parse("").unwrap();
+        let config = Settings::parse("").unwrap();
         let now = Utc.with_ymd_and_hms(2026, 11, 29, 12, 0, 0).unwrap();
         let item = |key: &str, title: &str, text: &str| crate::model::Item {
             key: key.into(),
@@ -520,7 +520,7 @@ mod tests {
 
     #[test]
     fn window_matches_the_reference_digest() {
-        let config = Config::parse("").unwrap();
+        let config = Settings::parse("").unwrap();
         let w = window_for(NaiveDate::from_ymd_opt(2026, 10, 28).unwrap(), &config);
         assert_eq!(w.start.to_rfc3339(), "2026-10-27T08:00:00+08:00");
         assert_eq!(w.end.to_rfc3339(), "2026-10-28T08:00:00+08:00");
@@ -529,7 +529,7 @@ mod tests {
     #[test]
     fn window_end_in_a_dst_gap_moves_to_the_next_valid_instant() {
         let config =
-            Config::parse("[digest]\ntimezone = \"Europe/Berlin\"\nwindow_end = \"02:30\"\n")
+            Settings::parse("[digest]\ntimezone = \"Europe/Berlin\"\nwindow_end = \"02:30\"\n")
                 .unwrap();
         // 2026-03-29 02:30 does not exist in Berlin (clocks jump 02:00 -> 03:00).
         let w = window_for(NaiveDate::from_ymd_opt(2026, 3, 29).unwrap(), &config);
@@ -541,7 +541,7 @@ mod tests {
 
     #[test]
     fn latest_complete_date_respects_the_end_time() {
-        let config = Config::parse("").unwrap();
+        let config = Settings::parse("").unwrap();
         let before = Utc.with_ymd_and_hms(2026, 10, 27, 23, 59, 0).unwrap(); // 07:59 +08:00
         let after = Utc.with_ymd_and_hms(2026, 10, 28, 0, 0, 0).unwrap(); // 08:00 +08:00
         assert_eq!(

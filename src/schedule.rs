@@ -12,7 +12,7 @@
 use chrono::{DateTime, Duration, NaiveDateTime, TimeZone, Utc};
 use chrono_tz::Tz;
 
-use crate::config::ScheduleConfig;
+use crate::settings::ScheduleConfig;
 
 /// The instant of a local time under the DST policy above.
 pub fn resolve_local(tz: Tz, local: NaiveDateTime) -> DateTime<Utc> {

@@ -18,9 +18,9 @@
 //! - freshness: 0.5 at the start of the window rising to 1 at its end (newest item).
 
 use crate::classify::Classification;
-use crate::config::Config;
 use crate::model::{Event, ItemKind, ReleaseLevel, Score, ScoreComponent, Window};
 use crate::release_notes::{self, ReleaseNotes};
+use crate::settings::Settings;
 
 /// The score of one event and what went into it.
 #[derive(Debug, Clone, PartialEq)]
@@ -130,7 +130,7 @@ pub fn assess(
     event: &Event,
     classification: &Classification,
     window: &Window,
-    config: &Config,
+    config: &Settings,
 ) -> Assessment {
     let w = &config.score;
     let primary = event.primary();
@@ -308,7 +308,11 @@ pub fn assess(
 
 /// Adds the learned component of `classification` (none without one): its points are
 /// the correction scaled by its gain at the prior score.
-pub fn add_learned(assessment: &mut Assessment, classification: &Classification, config: &Config) {
+pub fn add_learned(
+    assessment: &mut Assessment,
+    classification: &Classification,
+    config: &Settings,
+) {
     let Some(c) = &classification.relevance.learned else {
         return;
     };
@@ -396,7 +400,7 @@ mod tests {
 
     #[test]
     fn default_weights_make_a_100_point_scale() {
-        let c = Config::parse("").unwrap();
+        let c = Settings::parse("").unwrap();
         assert_eq!(max_points(&c.score), 100.0);
     }
 }

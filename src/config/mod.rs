@@ -7,22 +7,21 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use chrono_tz::Tz;
-
 mod keys;
 mod raw;
 mod service;
-pub mod shorthand;
-pub(crate) mod validate;
 
-use keys::*;
+use crate::settings::read::*;
 pub use raw::*;
 // The core settings, re-exported: the application reads them as `config::DigestConfig`.
-use crate::settings::read::*;
-pub use crate::settings::*;
+pub use crate::settings::raw::{DEFAULT_ARXIV_QUERY, RawSource};
+pub use crate::settings::{
+    ChannelLimits, ConfigError, DEFAULT_LAYERS, DigestConfig, FetchConfig, LANGUAGES, LayerConfig,
+    LlmConfig, Location, Problem, RelevanceConfig, ScheduleConfig, ScoreWeights, Secret, Settings,
+    SourceConfig, SourceLocation, SummarizeConfig, SummarizeMode, builtin_sources, parse_location,
+    parse_source_kind, shorthand,
+};
 use service::*;
-use validate::*;
-pub use validate::{parse_location, parse_source_kind};
 
 // Each channel's section lives in its folder (src/channels/<name>/config.rs); the registry
 // reads them all into one `ChannelsConfig`.
@@ -33,24 +32,18 @@ pub use crate::channels::discord::config::DiscordConfig;
 pub use crate::channels::email::config::{DkimAlgorithm, DkimConfig, EmailConfig, SmtpTls};
 #[cfg(feature = "telegram")]
 pub use crate::channels::telegram::config::TelegramConfig;
-/// The sources used when the file lists none.
-pub fn builtin_sources() -> Vec<RawSource> {
-    raw::default_sources()
-}
 
 // ---------------------------------------------------------------------------------------------
 // Validated form: what the rest of the program uses.
 
+/// The whole configuration: the core settings, which the pure stages read, and the
+/// application's sections.
 #[derive(Debug, Clone)]
 pub struct Config {
-    pub digest: DigestConfig,
-    pub sources: Vec<SourceConfig>,
-    /// Layer name -> keywords, in configuration order.
-    pub layers: Vec<LayerConfig>,
-    pub relevance: RelevanceConfig,
-    pub score: ScoreWeights,
-    pub summarize: SummarizeConfig,
-    pub fetch: FetchConfig,
+    /// Digest, sources, layers, relevance, score, summarize and fetch. `Config` derefs to
+    /// them (`config.digest`), so a stage that needs only the core takes `&Settings` and is
+    /// handed `&config`.
+    pub core: Settings,
     pub storage: StorageConfig,
     pub schedule: ScheduleConfig,
     pub delivery: DeliveryConfig,
@@ -83,15 +76,6 @@ pub struct SignupConfig {
     /// The team-chat form accepts plain-http robot URLs on loopback (tests and local
     /// bridges only: otherwise a visitor could make the server post to its own ports).
     pub loopback_robots: bool,
-}
-
-#[derive(Debug, Clone)]
-pub struct ScheduleConfig {
-    /// Crontab's five fields, matched against local time in `timezone`.
-    pub cron: crate::crontab::Crontab,
-    /// The expression as written, for messages.
-    pub expression: String,
-    pub timezone: Tz,
 }
 
 #[derive(Debug, Clone)]
@@ -201,21 +185,16 @@ const TOP_LEVEL_KEYS: &[&str] = &[
     "signup",
 ];
 
-/// Gives each problem the place of the key its message starts with ("fetch.timeout: ...").
-fn locate(text: &str, doc: &Doc, problems: Vec<String>) -> ConfigError {
-    let problems = problems
-        .into_iter()
-        .map(|message| {
-            let at = message
-                .split_once(": ")
-                .and_then(|(path, _)| location::path_span(doc, path))
-                .map(|span| Location::of_span(text, span));
-            Problem { message, at }
-        })
-        .collect();
-    ConfigError {
-        file: None,
-        problems,
+impl std::ops::Deref for Config {
+    type Target = Settings;
+    fn deref(&self) -> &Settings {
+        &self.core
+    }
+}
+
+impl std::ops::DerefMut for Config {
+    fn deref_mut(&mut self) -> &mut Settings {
+        &mut self.core
     }
 }
 
@@ -223,22 +202,7 @@ impl Config {
     /// Parses and validates configuration text. Relative file paths stay relative to the
     /// working directory; [`Config::load`] resolves them against the config file instead.
     pub fn parse(text: &str) -> Result<Config, ConfigError> {
-        let table: Doc = text
-            .parse()
-            .map_err(|e: toml_edit::TomlError| {
-                let at = e.span().map(|span| Location::of_span(text, span));
-                let key = at.as_ref().and_then(|l| key_at_line(text, l.line));
-                let message = match key {
-                    Some(key) if e.message().contains("number too large") => format!(
-                        "{key}: the number is too large for TOML (integers go up to 9223372036854775807); use a value in the key's range (config.toml documents it)"
-                    ),
-                    _ => format!("TOML syntax error: {}", e.message().trim()),
-                };
-                ConfigError {
-                    file: None,
-                    problems: vec![Problem { message, at }],
-                }
-            })?;
+        let table = document(text)?;
         let mut problems = Vec::new();
         let known: Vec<&str> = TOP_LEVEL_KEYS
             .iter()
@@ -250,11 +214,7 @@ impl Config {
                 problems.push(unknown_key_message(key, "", &known));
             }
         }
-        let digest: RawDigest = section(&table, "digest", &mut problems);
-        let score: RawScore = section(&table, "score", &mut problems);
-        let relevance: RawRelevance = section(&table, "relevance", &mut problems);
-        let summarize: RawSummarize = section(&table, "summarize", &mut problems);
-        let fetch: RawFetch = section(&table, "fetch", &mut problems);
+        let core = Settings::read(&table, &mut problems);
         let storage: RawStorage = section(&table, "storage", &mut problems);
         let schedule: RawSchedule = section(&table, "schedule", &mut problems);
         let delivery: RawDelivery = keys::delivery_section(&table, &mut problems);
@@ -268,27 +228,17 @@ impl Config {
             .map(str::to_string);
         let signup: RawSignup = section(&table, "signup", &mut problems);
         let web: RawWeb = section(&table, "web", &mut problems);
-        let sources = raw_sources(&table, &mut problems);
-        let layers = raw_layers(&table, &mut problems);
-
-        let digest = validate_digest(digest, &mut problems);
         let mut notes = Vec::new();
         let web = validate_web(web, old_site.as_deref(), &mut problems, &mut notes);
         let config = Config {
-            schedule: validate_schedule(schedule, digest.timezone, &mut problems),
+            schedule: validate_schedule(schedule, core.digest.timezone, &mut problems),
             delivery: validate_delivery(delivery, &mut problems),
             daemon: validate_daemon(daemon, &mut problems),
             channels: ChannelsConfig::read(&table, &web.public_url, &mut problems),
             web,
             signup: validate_signup(signup, &mut problems),
             notes,
-            digest,
-            sources: validate_sources(sources, &mut problems),
-            layers: validate_layers(layers, &mut problems),
-            relevance: validate_relevance(relevance),
-            score: validate_score(score, &mut problems),
-            summarize: validate_summarize(summarize, &mut problems),
-            fetch: validate_fetch(fetch, &mut problems),
+            core,
             storage: validate_storage(storage, &mut problems),
         };
         if problems.is_empty() {
@@ -344,17 +294,8 @@ impl Config {
             fix(dir);
         }
     }
-
-    pub fn layer_names(&self) -> Vec<&str> {
-        self.layers.iter().map(|l| l.name.as_str()).collect()
-    }
-
-    pub fn source(&self, name: &str) -> Option<&SourceConfig> {
-        self.sources.iter().find(|s| s.name == name)
-    }
 }
 
-/// Deserialises one `[section]`, recording a problem (and using defaults) when it is invalid.
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,6 +8,7 @@ use crate::crontab::Crontab;
 
 use super::raw::*;
 use super::*;
+use crate::settings::validate::timezone;
 
 pub(super) fn validate_schedule(
     raw: RawSchedule,
@@ -251,4 +252,49 @@ fn postgres_password(url: &str) -> bool {
     authority
         .rsplit_once('@')
         .is_some_and(|(userinfo, _)| userinfo.contains(':'))
+}
+
+/// `[web]`. The site's address was `email.public_url` before it had a section of its own:
+/// that key is still read when `web.public_url` is unset, with a note saying where it moved,
+/// and refused when both are set and differ (the site has one address).
+pub(super) fn validate_web(
+    raw: RawWeb,
+    email_url: Option<&str>,
+    problems: &mut Vec<String>,
+    notes: &mut Vec<String>,
+) -> WebConfig {
+    let site_url = |key: &str, raw: &str, problems: &mut Vec<String>| {
+        // A base URL without a trailing slash would lose its last segment in Url::join.
+        let with_slash = if raw.ends_with('/') {
+            raw.to_string()
+        } else {
+            format!("{raw}/")
+        };
+        http_url(&with_slash).ok_or_else(|| {
+            problems.push(format!("{key}: \"{raw}\" is not an http(s) URL; it is the site's public address, the base of the links in emails and of the Atom feed"));
+        })
+    };
+    let default = || url::Url::parse("https://digest.example.org/").expect("static URL");
+    let public_url = match (raw.public_url.as_deref(), email_url) {
+        (Some(web), None) => site_url("web.public_url", web, problems).ok(),
+        (None, Some(email)) => {
+            notes.push(format!("email.public_url is deprecated: the site's address is now [web] public_url; move the line there (\"{email}\" is used meanwhile)"));
+            site_url("email.public_url", email, problems).ok()
+        }
+        (Some(web), Some(email)) => {
+            let url = site_url("web.public_url", web, problems).ok();
+            if url.is_some() && url == site_url("email.public_url", email, problems).ok() {
+                notes.push(
+                    "email.public_url is deprecated and repeats web.public_url; remove it".into(),
+                );
+            } else if url.is_some() {
+                problems.push(format!("email.public_url: \"{email}\" differs from web.public_url \"{web}\"; the site has one address, set in [web]: remove email.public_url"));
+            }
+            url
+        }
+        (None, None) => Some(default()),
+    };
+    WebConfig {
+        public_url: public_url.unwrap_or_else(default),
+    }
 }

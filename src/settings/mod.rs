@@ -17,11 +17,83 @@ use chrono_tz::Tz;
 use crate::model::{Score, SourceKind};
 
 pub mod location;
+pub mod raw;
 pub mod read;
 mod secret;
+pub mod shorthand;
+pub mod validate;
 
 pub use location::Location;
+pub use raw::{RawSource, default_sources as builtin_sources};
 pub use secret::Secret;
+pub use validate::{parse_location, parse_source_kind};
+
+/// The core settings: what the pure stages read.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub digest: DigestConfig,
+    pub sources: Vec<SourceConfig>,
+    /// Layer name -> keywords, in configuration order.
+    pub layers: Vec<LayerConfig>,
+    pub relevance: RelevanceConfig,
+    pub score: ScoreWeights,
+    pub summarize: SummarizeConfig,
+    pub fetch: FetchConfig,
+}
+
+impl Settings {
+    /// Reads and validates the core sections of a document; the other sections are the
+    /// application's to read (and to refuse when unknown).
+    pub fn read(doc: &read::Doc, problems: &mut Vec<String>) -> Settings {
+        use read::section;
+        let digest: raw::RawDigest = section(doc, "digest", problems);
+        let score: raw::RawScore = section(doc, "score", problems);
+        let relevance: raw::RawRelevance = section(doc, "relevance", problems);
+        let summarize: raw::RawSummarize = section(doc, "summarize", problems);
+        let fetch: raw::RawFetch = section(doc, "fetch", problems);
+        let sources = raw::raw_sources(doc, problems);
+        let layers = raw::raw_layers(doc, problems);
+        Settings {
+            digest: validate::validate_digest(digest, problems),
+            sources: validate::validate_sources(sources, problems),
+            layers: validate::validate_layers(layers, problems),
+            relevance: validate::validate_relevance(relevance),
+            score: validate::validate_score(score, problems),
+            summarize: validate::validate_summarize(summarize, problems),
+            fetch: validate::validate_fetch(fetch, problems),
+        }
+    }
+
+    /// The core settings of a configuration text (its other sections are not read).
+    pub fn parse(text: &str) -> Result<Settings, ConfigError> {
+        let doc = read::document(text)?;
+        let mut problems = Vec::new();
+        let settings = Settings::read(&doc, &mut problems);
+        if problems.is_empty() {
+            Ok(settings)
+        } else {
+            Err(read::locate(text, &doc, problems))
+        }
+    }
+
+    pub fn layer_names(&self) -> Vec<&str> {
+        self.layers.iter().map(|l| l.name.as_str()).collect()
+    }
+
+    pub fn source(&self, name: &str) -> Option<&SourceConfig> {
+        self.sources.iter().find(|s| s.name == name)
+    }
+}
+
+/// When the scheduler runs (`[schedule]`).
+#[derive(Debug, Clone)]
+pub struct ScheduleConfig {
+    /// Crontab's five fields, matched against local time in `timezone`.
+    pub cron: crate::crontab::Crontab,
+    /// The expression as written, for messages.
+    pub expression: String,
+    pub timezone: Tz,
+}
 
 pub const LANGUAGES: &[&str] = &["zh-CN", "en"];
 pub const DEFAULT_LAYERS: &[&str] = &[

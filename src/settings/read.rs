@@ -4,7 +4,8 @@
 
 use serde::de::{DeserializeOwned, IntoDeserializer};
 
-use super::location::key_at;
+use super::location::{self, Location, key_at};
+use super::{ConfigError, Problem};
 
 /// The parsed document: toml_edit keeps the byte span of every key and value, so a problem
 /// can point at its line and column.
@@ -166,4 +167,42 @@ pub fn http_url(raw: &str) -> Option<url::Url> {
     url::Url::parse(raw)
         .ok()
         .filter(|u| matches!(u.scheme(), "http" | "https"))
+}
+
+/// Gives each problem the place of the key its message starts with ("fetch.timeout: ...").
+pub fn locate(text: &str, doc: &Doc, problems: Vec<String>) -> ConfigError {
+    let problems = problems
+        .into_iter()
+        .map(|message| {
+            let at = message
+                .split_once(": ")
+                .and_then(|(path, _)| location::path_span(doc, path))
+                .map(|span| Location::of_span(text, span));
+            Problem { message, at }
+        })
+        .collect();
+    ConfigError {
+        file: None,
+        problems,
+    }
+}
+
+/// The TOML document of a configuration text, or its syntax error at its line and column.
+pub fn document(text: &str) -> Result<Doc, ConfigError> {
+    text
+            .parse()
+            .map_err(|e: toml_edit::TomlError| {
+                let at = e.span().map(|span| Location::of_span(text, span));
+                let key = at.as_ref().and_then(|l| key_at_line(text, l.line));
+                let message = match key {
+                    Some(key) if e.message().contains("number too large") => format!(
+                        "{key}: the number is too large for TOML (integers go up to 9223372036854775807); use a value in the key's range (config.toml documents it)"
+                    ),
+                    _ => format!("TOML syntax error: {}", e.message().trim()),
+                };
+                ConfigError {
+                    file: None,
+                    problems: vec![Problem { message, at }],
+                }
+            })
 }

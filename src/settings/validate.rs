@@ -8,10 +8,11 @@ use chrono::NaiveTime;
 use chrono_tz::Tz;
 
 use super::raw::*;
+use super::read::{env_var_name, http_url};
 use super::*;
 use crate::model::{Score, SourceKind};
 
-pub(super) fn validate_digest(raw: RawDigest, problems: &mut Vec<String>) -> DigestConfig {
+pub fn validate_digest(raw: RawDigest, problems: &mut Vec<String>) -> DigestConfig {
     if !LANGUAGES.contains(&raw.language.as_str()) {
         problems.push(format!(
             "digest.language: \"{}\" is not supported; use one of {}",
@@ -71,7 +72,7 @@ pub(super) fn validate_digest(raw: RawDigest, problems: &mut Vec<String>) -> Dig
     }
 }
 
-pub(super) fn validate_sources(
+pub fn validate_sources(
     raw: Option<Vec<RawSource>>,
     problems: &mut Vec<String>,
 ) -> Vec<SourceConfig> {
@@ -89,7 +90,7 @@ pub(super) fn validate_sources(
             ));
         }
         // A shorthand (github:, arxiv:, discourse:) stands for a URL and implies a kind.
-        let expanded = match crate::config::shorthand::expand(&s.url) {
+        let expanded = match super::shorthand::expand(&s.url) {
             Ok(e) => e,
             Err(why) => {
                 problems.push(format!("{path}.url: {why}"));
@@ -199,7 +200,7 @@ pub fn parse_location(raw: &str) -> Result<SourceLocation, String> {
     Ok(SourceLocation::File(PathBuf::from(raw)))
 }
 
-pub(super) fn validate_layers(
+pub fn validate_layers(
     raw: Option<Vec<(String, RawLayer)>>,
     problems: &mut Vec<String>,
 ) -> Vec<LayerConfig> {
@@ -242,7 +243,7 @@ fn phrases(raw: &[String]) -> Vec<String> {
         .collect()
 }
 
-pub(super) fn validate_relevance(raw: RawRelevance) -> RelevanceConfig {
+pub fn validate_relevance(raw: RawRelevance) -> RelevanceConfig {
     RelevanceConfig {
         field: phrases(&raw.field),
         negative: phrases(&raw.negative),
@@ -251,7 +252,7 @@ pub(super) fn validate_relevance(raw: RawRelevance) -> RelevanceConfig {
     }
 }
 
-pub(super) fn validate_score(raw: RawScore, problems: &mut Vec<String>) -> ScoreWeights {
+pub fn validate_score(raw: RawScore, problems: &mut Vec<String>) -> ScoreWeights {
     let weights = [
         ("source", raw.source),
         ("relevance", raw.relevance),
@@ -281,7 +282,7 @@ pub(super) fn validate_score(raw: RawScore, problems: &mut Vec<String>) -> Score
     }
 }
 
-pub(super) fn validate_summarize(raw: RawSummarize, problems: &mut Vec<String>) -> SummarizeConfig {
+pub fn validate_summarize(raw: RawSummarize, problems: &mut Vec<String>) -> SummarizeConfig {
     let mode = match raw.mode.as_str() {
         "extractive" => SummarizeMode::Extractive,
         "llm" => SummarizeMode::Llm,
@@ -369,7 +370,7 @@ pub(super) fn validate_summarize(raw: RawSummarize, problems: &mut Vec<String>) 
     }
 }
 
-pub(super) fn validate_fetch(raw: RawFetch, problems: &mut Vec<String>) -> FetchConfig {
+pub fn validate_fetch(raw: RawFetch, problems: &mut Vec<String>) -> FetchConfig {
     if raw.concurrency == 0 || raw.concurrency > 1024 {
         problems.push(format!(
             "fetch.concurrency: {} is out of range; use 1 to 1024",
@@ -442,56 +443,11 @@ pub(super) fn validate_fetch(raw: RawFetch, problems: &mut Vec<String>) -> Fetch
 }
 
 /// An IANA time zone; UTC and a problem naming `key` otherwise.
-pub(super) fn timezone(key: &str, name: &str, problems: &mut Vec<String>) -> Tz {
+pub fn timezone(key: &str, name: &str, problems: &mut Vec<String>) -> Tz {
     name.parse::<Tz>().unwrap_or_else(|_| {
         problems.push(format!(
             "{key}: \"{name}\" is not an IANA time zone; use a name such as Asia/Shanghai or UTC"
         ));
         Tz::UTC
     })
-}
-
-/// `[web]`. The site's address was `email.public_url` before it had a section of its own:
-/// that key is still read when `web.public_url` is unset, with a note saying where it moved,
-/// and refused when both are set and differ (the site has one address).
-pub(super) fn validate_web(
-    raw: RawWeb,
-    email_url: Option<&str>,
-    problems: &mut Vec<String>,
-    notes: &mut Vec<String>,
-) -> WebConfig {
-    let site_url = |key: &str, raw: &str, problems: &mut Vec<String>| {
-        // A base URL without a trailing slash would lose its last segment in Url::join.
-        let with_slash = if raw.ends_with('/') {
-            raw.to_string()
-        } else {
-            format!("{raw}/")
-        };
-        http_url(&with_slash).ok_or_else(|| {
-            problems.push(format!("{key}: \"{raw}\" is not an http(s) URL; it is the site's public address, the base of the links in emails and of the Atom feed"));
-        })
-    };
-    let default = || url::Url::parse("https://digest.example.org/").expect("static URL");
-    let public_url = match (raw.public_url.as_deref(), email_url) {
-        (Some(web), None) => site_url("web.public_url", web, problems).ok(),
-        (None, Some(email)) => {
-            notes.push(format!("email.public_url is deprecated: the site's address is now [web] public_url; move the line there (\"{email}\" is used meanwhile)"));
-            site_url("email.public_url", email, problems).ok()
-        }
-        (Some(web), Some(email)) => {
-            let url = site_url("web.public_url", web, problems).ok();
-            if url.is_some() && url == site_url("email.public_url", email, problems).ok() {
-                notes.push(
-                    "email.public_url is deprecated and repeats web.public_url; remove it".into(),
-                );
-            } else if url.is_some() {
-                problems.push(format!("email.public_url: \"{email}\" differs from web.public_url \"{web}\"; the site has one address, set in [web]: remove email.public_url"));
-            }
-            url
-        }
-        (None, None) => Some(default()),
-    };
-    WebConfig {
-        public_url: public_url.unwrap_or_else(default),
-    }
 }
