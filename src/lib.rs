@@ -53,6 +53,7 @@ pub mod sources;
 pub mod store;
 pub mod subscriber;
 pub mod summarize;
+pub mod templates;
 pub mod text;
 pub mod tokens;
 pub mod web;

@@ -1,9 +1,10 @@
 //! Locale tables (zh-CN, en): every heading, label and generated phrase comes from here,
-//! never from Rust string literals. Tables are embedded and can be overridden from
-//! `<templates_dir>/locales/<lang>.toml`. Pure once loaded.
+//! never from Rust string literals. Tables are embedded and can be overridden by
+//! `<templates_dir>/locales/<lang>.toml` (read by the application into [`Templates`]).
+//! Pure.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::PathBuf;
 
 use serde::Serialize;
 
@@ -22,6 +23,26 @@ fn builtin_entries(language: &str) -> &'static BTreeMap<String, String> {
     }
 }
 
+/// The operator's overrides of the built-in templates and locale tables
+/// (`digest.templates_dir`), as text: the application reads the directory
+/// (`crate::templates::read`), the renderer and the locale tables take what it holds. The
+/// names are relative to the directory: `digest.md.j2`, `locales/zh-CN.toml`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Templates {
+    /// The directory, for messages.
+    pub dir: PathBuf,
+    pub files: BTreeMap<String, String>,
+}
+
+impl Templates {
+    /// The override named `name` and the path it was read from.
+    pub fn get(&self, name: &str) -> Option<(PathBuf, &str)> {
+        self.files
+            .get(name)
+            .map(|text| (self.dir.join(name), text.as_str()))
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(transparent)]
 pub struct Locale {
@@ -29,19 +50,17 @@ pub struct Locale {
 }
 
 impl Locale {
-    /// The table for `language` ("zh-CN" or "en"), from `templates_dir` when it has one.
-    pub fn load(language: &str, templates_dir: Option<&Path>) -> anyhow::Result<Locale> {
+    /// The table for `language` ("zh-CN" or "en"), with the operator's override when the
+    /// templates have one.
+    pub fn load(language: &str, templates: Option<&Templates>) -> anyhow::Result<Locale> {
         let mut entries = builtin_entries(language).clone();
-        if let Some(dir) = templates_dir {
-            let path = dir.join("locales").join(format!("{language}.toml"));
-            if path.exists() {
-                let text = std::fs::read_to_string(&path)?;
-                let custom: BTreeMap<String, String> = toml::from_str(&text).map_err(|e| {
-                    anyhow::anyhow!("Locale file {} is invalid: {}", path.display(), e.message())
-                })?;
-                // Overrides may be partial: missing keys keep the built-in text.
-                entries.extend(custom);
-            }
+        let name = format!("locales/{language}.toml");
+        if let Some((path, text)) = templates.and_then(|t| t.get(&name)) {
+            let custom: BTreeMap<String, String> = toml::from_str(text).map_err(|e| {
+                anyhow::anyhow!("Locale file {} is invalid: {}", path.display(), e.message())
+            })?;
+            // Overrides may be partial: missing keys keep the built-in text.
+            entries.extend(custom);
         }
         Ok(Locale { entries })
     }

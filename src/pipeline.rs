@@ -213,7 +213,7 @@ pub async fn build_digest(
         crate::followup::Links::default()
     };
     candidates.retain(|c| !links.is_repeat(&c.event.id));
-    let locale = Locale::load(
+    let locale = crate::templates::locale(
         &config.digest.language,
         config.digest.templates_dir.as_deref(),
     )?;

@@ -288,7 +288,7 @@ impl DiscordBot {
         Ok(match handle(command, &ctx).await? {
             Reply::Text(text) | Reply::Layers { text, .. } => ephemeral(&text),
             Reply::Digest { note, digest } => {
-                let t = Locale::load(
+                let t = crate::templates::locale(
                     &digest.language,
                     self.config.digest.templates_dir.as_deref(),
                 )?;

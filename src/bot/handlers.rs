@@ -133,7 +133,7 @@ pub async fn handle(command: Command, ctx: &Ctx<'_>) -> anyhow::Result<Reply> {
         ctx.client_language.as_deref(),
         ctx.config,
     );
-    let t = Locale::load(&language, ctx.config.digest.templates_dir.as_deref())?;
+    let t = crate::templates::locale(&language, ctx.config.digest.templates_dir.as_deref())?;
     let text = |s: String| Ok(Reply::Text(s));
     let manage_denied = || Reply::Text(t.get("bot_admins_only").to_string());
     match command {
@@ -316,7 +316,7 @@ pub async fn handle(command: Command, ctx: &Ctx<'_>) -> anyhow::Result<Reply> {
             }
             s.language = lang.clone();
             ctx.store.update_subscriber(&s, ctx.now).await?;
-            let t = Locale::load(&lang, ctx.config.digest.templates_dir.as_deref())?;
+            let t = crate::templates::locale(&lang, ctx.config.digest.templates_dir.as_deref())?;
             text(t.fill("bot_lang_set", &[("lang", &lang)]))
         }
         Command::Digest { date, layers } => {
@@ -437,7 +437,7 @@ pub async fn vote(
         ctx.client_language.as_deref(),
         ctx.config,
     );
-    let t = Locale::load(&language, ctx.config.digest.templates_dir.as_deref())?;
+    let t = crate::templates::locale(&language, ctx.config.digest.templates_dir.as_deref())?;
     let recorded = ctx
         .store
         .record_vote(event_id, reader, subscriber.map(|s| s.id), vote, ctx.now)

@@ -409,7 +409,10 @@ impl TelegramBot {
                 all,
                 language,
             } => {
-                let t = Locale::load(&language, self.config.digest.templates_dir.as_deref())?;
+                let t = crate::templates::locale(
+                    &language,
+                    self.config.digest.templates_dir.as_deref(),
+                )?;
                 let names: Vec<&str> = all.iter().map(String::as_str).collect();
                 // The keyboard is Telegram's; so is the hint about it.
                 let text = format!("{text}\n{}", t.get("bot_layers_hint"));

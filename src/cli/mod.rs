@@ -355,7 +355,7 @@ fn check_config(config: &Config) -> anyhow::Result<()> {
 
 /// The configured renderer, linking to the site.
 fn site_renderer(config: &Config) -> anyhow::Result<Renderer> {
-    Ok(Renderer::new(
+    Ok(crate::templates::renderer(
         &config.digest.language,
         config.digest.templates_dir.as_deref(),
     )?
@@ -442,7 +442,7 @@ async fn demo_command(
     // web" buttons link there.
     let site = config.as_ref().map(|c| c.web.public_url.clone());
     let digest = crate::demo::run(config, lang.as_deref()).await?;
-    let mut renderer = Renderer::new(&digest.language, None)?;
+    let mut renderer = crate::templates::renderer(&digest.language, None)?;
     if let Some(site) = site {
         renderer = renderer.with_site(site);
     }
@@ -514,7 +514,7 @@ async fn weekly(
     store: &Store,
     week: crate::weekly::Week,
 ) -> anyhow::Result<crate::model::Digest> {
-    let locale = crate::locale::Locale::load(
+    let locale = crate::templates::locale(
         &config.digest.language,
         config.digest.templates_dir.as_deref(),
     )?;

@@ -209,7 +209,7 @@ impl RenderCache {
         if let Some(r) = renderers.get(language) {
             return Ok(r.clone());
         }
-        let mut r = Renderer::new(language, self.templates_dir.as_deref())?;
+        let mut r = crate::templates::renderer(language, self.templates_dir.as_deref())?;
         if let Some(site) = &self.site {
             r = r.with_site(site.clone());
         }

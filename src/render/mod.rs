@@ -5,13 +5,11 @@
 //! `digest.templates_dir` overrides one. minijinja escapes by file name: `.html` templates
 //! HTML-escape every value, `.md` ones use the `md` filter for untrusted text.
 
-use std::path::Path;
-
 use anyhow::Context as _;
 use minijinja::{AutoEscape, Environment, Value, context};
 use serde::Serialize;
 
-use crate::locale::Locale;
+use crate::locale::{Locale, Templates};
 use crate::model::{Digest, DigestEvent, FollowUp, FollowUpReason, SourceLink};
 use crate::text::collapse_whitespace;
 
@@ -19,6 +17,11 @@ pub mod pages;
 
 /// Separates units inside the Telegram template; never occurs in escaped text.
 pub const UNIT_SEPARATOR: &str = "\u{1e}";
+
+/// The names of the templates the renderer has, for the application to read overrides of.
+pub fn template_names() -> impl Iterator<Item = &'static str> {
+    TEMPLATES.iter().map(|(name, _)| *name)
+}
 
 const TEMPLATES: &[(&str, &str)] = &[
     ("digest.md.j2", include_str!("../../templates/digest.md.j2")),
@@ -154,8 +157,10 @@ struct SectionView {
 }
 
 impl Renderer {
-    pub fn new(language: &str, templates_dir: Option<&Path>) -> anyhow::Result<Renderer> {
-        let locale = Locale::load(language, templates_dir)?;
+    /// The renderer for `language`, with the operator's templates where they override
+    /// the built-in ones.
+    pub fn new(language: &str, templates: Option<&Templates>) -> anyhow::Result<Renderer> {
+        let locale = Locale::load(language, templates)?;
         let mut env = Environment::new();
         env.set_trim_blocks(true);
         env.set_lstrip_blocks(true);
@@ -188,13 +193,10 @@ impl Renderer {
             })
         });
         for (name, builtin) in TEMPLATES {
-            let custom = templates_dir.map(|d| d.join(name)).filter(|p| p.exists());
-            let source = match custom {
-                Some(path) => std::fs::read_to_string(&path)
-                    .with_context(|| format!("Cannot read template {}", path.display()))?,
-                None => builtin.to_string(),
-            };
-            env.add_template_owned(name.to_string(), source)
+            let source = templates
+                .and_then(|t| t.get(name))
+                .map_or(*builtin, |(_, text)| text);
+            env.add_template_owned(name.to_string(), source.to_string())
                 .with_context(|| format!("Template {name} has a syntax error"))?;
         }
         Ok(Renderer {

@@ -25,7 +25,7 @@ pub fn other_languages(
         .iter()
         .filter(|l| **l != config.digest.language)
         .map(|l| {
-            let locale = Locale::load(l, config.digest.templates_dir.as_deref())?;
+            let locale = crate::templates::locale(l, config.digest.templates_dir.as_deref())?;
             let texts = extractive_all(candidates, &locale, config.summarize.summary_chars).texts;
             Ok((l.to_string(), texts))
         })

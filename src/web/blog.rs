@@ -37,7 +37,7 @@ pub struct Blog {
 
 impl Blog {
     pub fn new(store: Store, config: Arc<Config>, signup: bool) -> anyhow::Result<Blog> {
-        let renderer = Renderer::new(
+        let renderer = crate::templates::renderer(
             &config.digest.language,
             config.digest.templates_dir.as_deref(),
         )?;

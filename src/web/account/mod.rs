@@ -70,7 +70,8 @@ impl Account {
     ) -> anyhow::Result<Account> {
         let mut renderers = BTreeMap::new();
         for language in LANGUAGES {
-            let renderer = Renderer::new(language, config.digest.templates_dir.as_deref())?;
+            let renderer =
+                crate::templates::renderer(language, config.digest.templates_dir.as_deref())?;
             renderers.insert(*language, renderer);
         }
         let signup = &config.signup;
