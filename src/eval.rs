@@ -756,7 +756,7 @@ pub fn run(days: &[Loaded]) -> (String, bool) {
     (out, pass)
 }
 
-/// `kdigest eval --fit`: weights fitted on every day, as the file src/learned_model.tsv
+/// `kdigest eval --fit`: weights fitted on every day, as the file crates/core/src/learned_model.tsv
 /// holds them, with a header that says what they were fitted on.
 pub fn fit_file(days: &[Loaded]) -> String {
     let examples: Vec<Example> = days.iter().flat_map(examples).collect();

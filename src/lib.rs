@@ -1,9 +1,10 @@
 //! kdigest: a daily news digest for the GPU-kernel and ML-compiler world.
 //!
-//! Modules in reading order. The pure core (no I/O, no clock) is `text`, `parse`,
-//! `cluster`, `classify`, `score`, `digest`, `summarize::extractive`, `locale`, `render`,
-//! `schedule`, `tokens`, `archive`, `followup`, `weekly`, `feedback` and the command parser
-//! in `bot`.
+//! Modules in reading order. The pure core (no I/O, no clock) is the `kdigest-core` crate
+//! (crates/core: `settings`, `model`, `text`, `parse`, `cluster`, `classify`, `learned`,
+//! `score`, `digest`, `locale`, `render`, `schedule`, `crontab`, `tokens`, `archive`,
+//! `followup`, `weekly`, `feedback`, `release_notes`, `redact`), re-exported here; with
+//! `summarize::extractive` and the command parser in `bot`.
 //! The edges do I/O: `fetch` (HTTP and files), `store` (SQLite or Postgres),
 //! `summarize::llm` (chat-completions API), `pipeline` (runs one digest), `deliver` (the
 //! outbox engine), `channels` (one folder per channel: address, render, sender, bot; one
@@ -19,42 +20,30 @@
 // to `-D warnings`; a partial build is only required to build.
 #![cfg_attr(not(feature = "all-channels"), allow(unused))]
 
-pub mod archive;
+// The pure core is its own crate (crates/core, no I/O dependencies); its modules are
+// re-exported here so the application and its users name them as before
+// (`kdigest::model::Digest`, `crate::digest::assemble`).
+pub use kdigest_core::{
+    archive, classify, cluster, crontab, digest, feedback, followup, learned, locale, model, parse,
+    redact, release_notes, render, schedule, score, settings, text, tokens, weekly,
+};
+
 pub mod bot;
 pub mod channels;
-pub mod classify;
 pub mod cli;
-pub mod cluster;
 pub mod config;
-pub mod crontab;
 pub mod daemon;
 pub mod deliver;
 pub mod demo;
-pub mod digest;
 pub mod eval;
-pub mod feedback;
 pub mod fetch;
-pub mod followup;
 pub mod instance;
-pub mod learned;
-pub mod locale;
 pub mod metrics;
-pub mod model;
 pub mod netguard;
-pub mod parse;
 pub mod pipeline;
-pub mod redact;
-pub mod release_notes;
-pub mod render;
-pub mod schedule;
-pub mod score;
-pub mod settings;
 pub mod sources;
 pub mod store;
 pub mod subscriber;
 pub mod summarize;
 pub mod templates;
-pub mod text;
-pub mod tokens;
 pub mod web;
-pub mod weekly;

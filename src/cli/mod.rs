@@ -120,7 +120,11 @@ pub enum Command {
         #[arg(long)]
         fit: bool,
         /// Where --fit writes the weights
-        #[arg(long, default_value = "src/learned_model.tsv", requires = "fit")]
+        #[arg(
+            long,
+            default_value = "crates/core/src/learned_model.tsv",
+            requires = "fit"
+        )]
         out: PathBuf,
     },
 }

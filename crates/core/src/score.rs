@@ -386,7 +386,7 @@ mod tests {
     use super::*;
 
     /// The points an event with every value at 1 would get.
-    fn max_points(w: &crate::config::ScoreWeights) -> f64 {
+    fn max_points(w: &crate::settings::ScoreWeights) -> f64 {
         w.source + w.relevance + w.impact + w.corroboration + w.freshness
     }
 

@@ -24,36 +24,45 @@ pub fn template_names() -> impl Iterator<Item = &'static str> {
 }
 
 const TEMPLATES: &[(&str, &str)] = &[
-    ("digest.md.j2", include_str!("../../templates/digest.md.j2")),
+    (
+        "digest.md.j2",
+        include_str!("../../../../templates/digest.md.j2"),
+    ),
     (
         "digest.html.j2",
-        include_str!("../../templates/digest.html.j2"),
+        include_str!("../../../../templates/digest.html.j2"),
     ),
     (
         "email.html.j2",
-        include_str!("../../templates/email.html.j2"),
+        include_str!("../../../../templates/email.html.j2"),
     ),
-    ("email.txt.j2", include_str!("../../templates/email.txt.j2")),
+    (
+        "email.txt.j2",
+        include_str!("../../../../templates/email.txt.j2"),
+    ),
     (
         "archive.html.j2",
-        include_str!("../../templates/archive.html.j2"),
+        include_str!("../../../../templates/archive.html.j2"),
     ),
     (
         "telegram.html.j2",
-        include_str!("../../templates/telegram.html.j2"),
+        include_str!("../../../../templates/telegram.html.j2"),
     ),
-    ("home.html.j2", include_str!("../../templates/home.html.j2")),
+    (
+        "home.html.j2",
+        include_str!("../../../../templates/home.html.j2"),
+    ),
     (
         "account.html.j2",
-        include_str!("../../templates/account.html.j2"),
+        include_str!("../../../../templates/account.html.j2"),
     ),
     (
         "link_email.html.j2",
-        include_str!("../../templates/link_email.html.j2"),
+        include_str!("../../../../templates/link_email.html.j2"),
     ),
     (
         "link_email.txt.j2",
-        include_str!("../../templates/link_email.txt.j2"),
+        include_str!("../../../../templates/link_email.txt.j2"),
     ),
 ];
 
@@ -248,7 +257,7 @@ impl Renderer {
         })
     }
 
-    pub(crate) fn template(&self, name: &str, digest: &Digest) -> anyhow::Result<String> {
+    pub fn template(&self, name: &str, digest: &Digest) -> anyhow::Result<String> {
         let template = self.env.get_template(name)?;
         let ctx = self.context(digest);
         template

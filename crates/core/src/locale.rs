@@ -8,8 +8,8 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-const ZH_CN: &str = include_str!("../templates/locales/zh-CN.toml");
-const EN: &str = include_str!("../templates/locales/en.toml");
+const ZH_CN: &str = include_str!("../../../templates/locales/zh-CN.toml");
+const EN: &str = include_str!("../../../templates/locales/en.toml");
 
 /// The embedded tables, parsed once: bots look texts up on every command.
 fn builtin_entries(language: &str) -> &'static BTreeMap<String, String> {

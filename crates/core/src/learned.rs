@@ -23,7 +23,7 @@
 //! Training ([`fit`]) minimises the class-weighted mean log loss plus an elastic-net penalty
 //! by accelerated proximal gradient (FISTA), a fixed number of steps from zero: the same
 //! examples give the same weights. `kdigest eval --fit` writes the weights to
-//! `src/learned_model.tsv`, which is reviewed like code and built into the binary.
+//! `crates/core/src/learned_model.tsv`, which is reviewed like code and built into the binary.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
@@ -109,7 +109,7 @@ fn fitted_days_of(tsv: &str) -> Vec<&str> {
 }
 
 static BUILTIN_MODEL: LazyLock<Option<Arc<Learned>>> = LazyLock::new(|| {
-    let model = Learned::parse(BUILTIN).expect("src/learned_model.tsv parses");
+    let model = Learned::parse(BUILTIN).expect("crates/core/src/learned_model.tsv parses");
     (!model.is_empty()).then(|| Arc::new(model))
 });
 
@@ -773,7 +773,7 @@ mod tests {
             title: String::new(),
             url: String::new(),
             text: text.into(),
-            published: chrono::Utc::now(),
+            published: chrono::DateTime::UNIX_EPOCH,
             release: None,
             arxiv_id: None,
             cited_arxiv: vec![],

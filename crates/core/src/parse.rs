@@ -481,6 +481,11 @@ mod tests {
     use crate::settings::{SourceConfig, SourceLocation};
     use chrono::TimeZone;
 
+    /// The time the tests' feeds are read at: after every date in them.
+    fn now() -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 12, 6, 8, 0, 0).unwrap()
+    }
+
     fn source(kind: SourceKind) -> SourceConfig {
         SourceConfig {
             name: "s".into(),
@@ -508,14 +513,14 @@ mod tests {
             entry("Repeated entry", "https://example.org/r", "twice"),
             entry("Repeated entry", "https://example.org/r", "twice"),
         );
-        let items = parse_feed(xml.as_bytes(), &source(SourceKind::Blog), Utc::now()).unwrap();
+        let items = parse_feed(xml.as_bytes(), &source(SourceKind::Blog), now()).unwrap();
         let titles: BTreeSet<&str> = items.iter().map(|i| i.title.as_str()).collect();
         assert_eq!(items.len(), 4, "{titles:?}");
         assert_eq!(titles.len(), 4);
         let keys: BTreeSet<&str> = items.iter().map(|i| i.key.as_str()).collect();
         assert_eq!(keys.len(), 4);
         // Stable: the same feed gives the same keys.
-        let again = parse_feed(xml.as_bytes(), &source(SourceKind::Blog), Utc::now()).unwrap();
+        let again = parse_feed(xml.as_bytes(), &source(SourceKind::Blog), now()).unwrap();
         let again: BTreeSet<String> = again.into_iter().map(|i| i.key).collect();
         assert_eq!(keys, again.iter().map(String::as_str).collect());
     }
@@ -563,7 +568,7 @@ mod tests {
             ),
             entry(3, "plain"),
         );
-        let items = parse_feed(xml.as_bytes(), &source(SourceKind::Blog), Utc::now()).unwrap();
+        let items = parse_feed(xml.as_bytes(), &source(SourceKind::Blog), now()).unwrap();
         assert_eq!(items.len(), 3);
         let kept = drop_misplaced_declarations(Cow::Borrowed(xml.as_bytes()));
         let kept = String::from_utf8_lossy(&kept);
@@ -646,7 +651,7 @@ mod tests {
 
     #[test]
     fn html_and_empty_bodies_get_named_errors() {
-        let now = Utc::now();
+        let now = now();
         let s = source(SourceKind::Blog);
         assert_eq!(parse_feed(b"  \n", &s, now), Err(ParseError::Empty));
         assert_eq!(
@@ -724,7 +729,7 @@ mod tests {
     fn invalid_utf8_is_repaired() {
         let mut xml = br#"<?xml version="1.0" encoding="utf-8"?><rss version="2.0"><channel><title>t</title><item><title>caf"#.to_vec();
         xml.extend_from_slice(b"\xe9 </title><guid>1</guid></item></channel></rss>");
-        let items = parse_feed(&xml, &source(SourceKind::Blog), Utc::now()).unwrap();
+        let items = parse_feed(&xml, &source(SourceKind::Blog), now()).unwrap();
         assert_eq!(items[0].title, "caf\u{fffd}");
     }
 
@@ -738,7 +743,7 @@ mod tests {
             <item><title>CUDA webinar next week</title><link>https://e.org/2</link></item>
             <item><title>Gaming news</title><link>https://e.org/3</link><description>nothing</description></item>
             </channel></rss>"#;
-        let items = parse_feed(feed, &s, Utc::now()).unwrap();
+        let items = parse_feed(feed, &s, now()).unwrap();
         let titles: Vec<&str> = items.iter().map(|i| i.title.as_str()).collect();
         assert_eq!(titles, vec!["New CUDA graphs API"]);
     }

@@ -379,7 +379,6 @@ mod tests {
     use super::*;
     use crate::model::{Item, ItemKind};
     use crate::settings::RelevanceConfig;
-    use chrono::Utc;
 
     fn event(title: &str, text: &str) -> Event {
         Event {
@@ -391,7 +390,7 @@ mod tests {
                 title: title.into(),
                 url: String::new(),
                 text: text.into(),
-                published: Utc::now(),
+                published: chrono::DateTime::UNIX_EPOCH,
                 release: None,
                 arxiv_id: None,
                 cited_arxiv: vec![],

@@ -71,14 +71,14 @@ pub struct RawLayer {
 }
 
 /// `[relevance]`: phrases about the field as a whole and about its neighbours. A missing
-/// list keeps the built-in one (src/default_relevance.toml).
+/// list keeps the built-in one (crates/core/src/default_relevance.toml).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RawRelevance {
     pub field: Vec<String>,
     pub negative: Vec<String>,
     pub stack: Vec<String>,
-    /// Whether the learned corrections (src/learned_model.tsv) apply on top of the phrases.
+    /// Whether the learned corrections (crates/core/src/learned_model.tsv) apply on top of the phrases.
     pub learned: bool,
 }
 

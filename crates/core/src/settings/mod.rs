@@ -251,7 +251,7 @@ pub struct RelevanceConfig {
     /// The systems this field's engineers use (vLLM, FlashAttention, cuBLAS, ...): a paper
     /// that builds on or measures against them lands in the readers' own stack.
     pub stack: Vec<String>,
-    /// Apply the learned corrections (`learned`, src/learned_model.tsv) on top of the
+    /// Apply the learned corrections (`learned`, crates/core/src/learned_model.tsv) on top of the
     /// phrases; `false` leaves the phrase model alone.
     pub learned: bool,
 }
