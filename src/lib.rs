@@ -3,8 +3,8 @@
 //! Modules in reading order. The pure core (no I/O, no clock) is the `kdigest-core` crate
 //! (crates/core: `settings`, `model`, `text`, `parse`, `cluster`, `classify`, `learned`,
 //! `score`, `digest`, `locale`, `render`, `schedule`, `crontab`, `tokens`, `archive`,
-//! `followup`, `weekly`, `feedback`, `release_notes`, `redact`), re-exported here; with
-//! `summarize::extractive` and the command parser in `bot`.
+//! `followup`, `weekly`, `feedback`, `release_notes`, `redact`, the pure parts of
+//! `summarize`), re-exported here; with the command parser in `bot`.
 //! The edges do I/O: `fetch` (HTTP and files), `store` (SQLite or Postgres),
 //! `summarize::llm` (chat-completions API), `pipeline` (runs one digest), `deliver` (the
 //! outbox engine), `channels` (one folder per channel: address, render, sender, bot; one

@@ -388,7 +388,7 @@ mod tests {
         "CuTe DSL is now the primary Python interface. Up to 1.6x over cuBLAS on FP4 GEMM.";
 
     fn candidate() -> Candidate {
-        let mut c = extractive::tests::candidate(ItemKind::Release, TEXT, &[]);
+        let mut c = kdigest_core::testkit::candidate(ItemKind::Release, TEXT, &[]);
         c.event.items[0].title = "CUTLASS 5.0.0".into();
         c.event.items[0].url = "https://github.com/NVIDIA/cutlass/releases/tag/v5.0.0".into();
         c

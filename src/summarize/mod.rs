@@ -2,13 +2,10 @@
 //! OpenAI-compatible LLM, with per-event fallback to extractive when the LLM fails or its
 //! answer does not pass validation.
 
-pub mod extractive;
-pub mod gloss;
-pub mod guard;
 pub mod llm;
-pub mod numbers;
-pub mod prompt;
-pub mod rank;
+
+// The pure parts live in the core crate.
+pub use kdigest_core::summarize::{extractive, gloss, guard, numbers, prompt, rank};
 
 use crate::config::{Config, SummarizeMode};
 use crate::digest::Candidate;

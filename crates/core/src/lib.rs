@@ -5,7 +5,8 @@
 //!
 //! ```text
 //! bytes -parse-> items -cluster-> events -classify(+learned)-> layers -score-> candidates
-//!   -digest (assemble, filter)-> Digest -render-> md | html | json | email
+//!   -summarize (extractive; LLM prompts and reply checks)-> -digest (assemble, filter)->
+//!   Digest -render-> md | html | json | email
 //! ```
 
 #![forbid(unsafe_code)]
@@ -27,6 +28,9 @@ pub mod render;
 pub mod schedule;
 pub mod score;
 pub mod settings;
+pub mod summarize;
+#[cfg(any(test, feature = "test-support"))]
+pub mod testkit;
 pub mod text;
 pub mod tokens;
 pub mod weekly;

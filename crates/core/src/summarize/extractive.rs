@@ -407,7 +407,7 @@ pub fn short_name(candidate: &Candidate) -> Option<String> {
 
 /// A figure as a reader writes it: "1,530 TFLOPS" and "3.9 TB/s", but "40x" and "68%"
 /// (quantified results are kept without the space, as keys).
-pub(crate) fn spaced_figure(figure: &str) -> String {
+pub fn spaced_figure(figure: &str) -> String {
     let unit_at = figure
         .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == ','))
         .unwrap_or(figure.len());
@@ -944,7 +944,7 @@ fn ends_with_abbreviation(s: &str) -> bool {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     #[test]
     fn figures_read_as_written() {
         assert_eq!(spaced_figure("1,530TFLOPS"), "1,530 TFLOPS");
@@ -969,6 +969,7 @@ pub(crate) mod tests {
     }
 
     use super::*;
+    use crate::testkit::candidate;
 
     #[test]
     fn sentences_skip_headings_and_keep_versions_whole() {
@@ -990,44 +991,6 @@ pub(crate) mod tests {
             sentences("第一句话足够长。第二句。"),
             vec!["第一句话足够长。", "第二句。"]
         );
-    }
-
-    /// A one-item candidate titled "Some release", without a link: shared by the sibling
-    /// modules' tests.
-    pub(crate) fn candidate(kind: ItemKind, text: &str, layers: &[&str]) -> Candidate {
-        use crate::classify::Classification;
-        use crate::model::{Event, Item, Score};
-        use crate::score::Assessment;
-        let item = Item {
-            key: "k".into(),
-            source: "s".into(),
-            kind,
-            title: "Some release".into(),
-            url: String::new(),
-            text: text.into(),
-            published: chrono::DateTime::UNIX_EPOCH,
-            release: (kind == ItemKind::Release).then_some(ReleaseLevel::Minor),
-            arxiv_id: None,
-            cited_arxiv: vec![],
-        };
-        Candidate {
-            event: Event {
-                id: "e".into(),
-                items: vec![item],
-            },
-            classification: Classification {
-                layers: layers.iter().map(|l| l.to_string()).collect(),
-                ..Classification::default()
-            },
-            assessment: Assessment {
-                score: Score::from_f64(70.0),
-                breakdown: vec![],
-                quantified: vec![],
-                release: (kind == ItemKind::Release).then_some(ReleaseLevel::Minor),
-                notes: (kind == ItemKind::Release).then(|| release_notes::read(text)),
-                prior: 70.0,
-            },
-        }
     }
 
     #[test]

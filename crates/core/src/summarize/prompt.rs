@@ -63,7 +63,7 @@ impl LlmError {
 
     /// A parse failure: malformed JSON (syntax, cut off) is `Shape`, well-formed JSON of
     /// the wrong shape (missing or unknown fields, wrong types) is `Schema`.
-    pub(super) fn parse(what: &str, error: &serde_json::Error) -> LlmError {
+    pub fn parse(what: &str, error: &serde_json::Error) -> LlmError {
         if error.is_data() {
             LlmError::Schema(format!("{what}: {error}"))
         } else {
@@ -71,7 +71,7 @@ impl LlmError {
         }
     }
 
-    pub(super) fn is_transient(&self) -> bool {
+    pub fn is_transient(&self) -> bool {
         match self {
             LlmError::Timeout | LlmError::Transport(_) => true,
             LlmError::Status(s) => *s == 429 || *s >= 500,
@@ -145,7 +145,7 @@ pub fn request_body(
 
 /// A deterministic JSON-mode chat request (its hash is the cache key): the instructions as
 /// the system message, the data as the user message.
-pub(super) fn chat_body(
+pub fn chat_body(
     model: &str,
     system: &str,
     data: &serde_json::Value,
@@ -164,7 +164,7 @@ pub(super) fn chat_body(
 }
 
 /// The first link in a text, in any form, if any.
-pub(super) fn first_link(text: &str) -> Option<String> {
+pub fn first_link(text: &str) -> Option<String> {
     guard::foreign_link(text, &guard::Sources::new(&[], &[]))
 }
 
@@ -247,7 +247,7 @@ pub fn validate_headline(
 }
 
 /// Some servers wrap JSON in a Markdown fence even in JSON mode.
-pub(super) fn strip_fence(reply: &str) -> &str {
+pub fn strip_fence(reply: &str) -> &str {
     let reply = reply.trim();
     reply
         .strip_prefix("```json")

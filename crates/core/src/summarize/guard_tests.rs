@@ -5,7 +5,7 @@ use crate::model::ItemKind;
 
 /// The CUTLASS 5.0.0 release with its link.
 fn item() -> Item {
-    let mut c = crate::summarize::extractive::tests::candidate(ItemKind::Release, TEXT, &[]);
+    let mut c = crate::testkit::candidate(ItemKind::Release, TEXT, &[]);
     let mut item = c.event.items.remove(0);
     item.title = "CUTLASS 5.0.0".into();
     item.url = URL.into();
