@@ -27,9 +27,12 @@ pub use kdigest_core::{
     archive, classify, cluster, crontab, digest, feedback, followup, learned, locale, model, parse,
     redact, release_notes, render, schedule, score, settings, text, tokens, weekly,
 };
+// The outbound channels are their own crate too (crates/channels), with the private-network
+// guard every outbound client keeps.
+pub use kdigest_channels as channels;
+pub use kdigest_channels::netguard;
 
 pub mod bot;
-pub mod channels;
 pub mod cli;
 pub mod config;
 pub mod daemon;
@@ -39,7 +42,6 @@ pub mod eval;
 pub mod fetch;
 pub mod instance;
 pub mod metrics;
-pub mod netguard;
 pub mod pipeline;
 pub mod sources;
 pub mod store;

@@ -23,7 +23,7 @@ pub use crate::settings::{
 };
 use service::*;
 
-// Each channel's section lives in its folder (src/channels/<name>/config.rs); the registry
+// Each channel's section lives in its folder (crates/channels/src/<name>/config.rs); the registry
 // reads them all into one `ChannelsConfig`.
 pub use crate::channels::ChannelsConfig;
 #[cfg(feature = "discord")]

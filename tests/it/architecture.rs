@@ -150,11 +150,9 @@ fn no_import_cycle() {
     assert!(found.is_empty(), "import cycles:\n{}", described.join("\n"));
 }
 
-/// The core crate's dependencies, as Cargo.lock resolves them (what `cargo tree -p
-/// kdigest-core` shows), hold no I/O crate; it cannot import the application (the compiler
-/// sees to that), and its clippy.toml bans file, network and clock calls.
-#[test]
-fn the_core_crate_depends_on_no_io_crate_and_bans_io_calls() {
+/// Every package `name` depends on, directly or not, as Cargo.lock resolves them (what
+/// `cargo tree -p <name>` shows, across all features).
+fn dependency_tree(name: &str) -> BTreeSet<String> {
     let lock: toml::Value =
         toml::from_str(&std::fs::read_to_string(repo_root().join("Cargo.lock")).unwrap()).unwrap();
     let packages = lock["package"].as_array().unwrap();
@@ -175,7 +173,7 @@ fn the_core_crate_depends_on_no_io_crate_and_bans_io_calls() {
             .unwrap_or_default()
     };
     let mut seen = BTreeSet::new();
-    let mut stack = vec!["kdigest-core".to_string()];
+    let mut stack = vec![name.to_string()];
     while let Some(name) = stack.pop() {
         for dep in deps_of(&name) {
             if seen.insert(dep.clone()) {
@@ -183,6 +181,15 @@ fn the_core_crate_depends_on_no_io_crate_and_bans_io_calls() {
             }
         }
     }
+    seen
+}
+
+/// The core crate's dependencies hold no I/O crate; it cannot import the application or the
+/// channels (the compiler sees to that), and its clippy.toml bans file, network and clock
+/// calls.
+#[test]
+fn the_core_crate_depends_on_no_io_crate_and_bans_io_calls() {
+    let seen = dependency_tree("kdigest-core");
     // The walk works: the core's own dependencies are there.
     assert!(
         seen.contains("minijinja") && seen.contains("chrono"),
@@ -202,6 +209,7 @@ fn the_core_crate_depends_on_no_io_crate_and_bans_io_calls() {
         "serenity",
         "lettre",
         "rustls",
+        "kdigest-channels",
     ] {
         assert!(!seen.contains(io), "kdigest-core depends on {io}: {seen:?}");
     }
@@ -216,6 +224,22 @@ fn the_core_crate_depends_on_no_io_crate_and_bans_io_calls() {
         assert!(
             clippy.contains(&format!("\"{banned}\"")),
             "crates/core/clippy.toml does not ban {banned}"
+        );
+    }
+}
+
+/// The channels crate is outbound only: the core's types and HTTP, no store, no server.
+#[test]
+fn the_channels_crate_has_no_store_and_no_server() {
+    let seen = dependency_tree("kdigest-channels");
+    assert!(
+        seen.contains("kdigest-core") && seen.contains("reqwest"),
+        "{seen:?}"
+    );
+    for inbound in ["sqlx", "axum", "kdigest"] {
+        assert!(
+            !seen.contains(inbound),
+            "kdigest-channels depends on {inbound}: {seen:?}"
         );
     }
 }

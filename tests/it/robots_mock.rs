@@ -1,5 +1,5 @@
 //! A loopback stand-in for the four team-chat robot APIs, written from their published
-//! documentation (the sources are named in each channel's module in src/channels/):
+//! documentation (the sources are named in each channel's module in crates/channels/src/):
 //!
 //! - Feishu `/open-apis/bot/v2/hook/<token>`: body at most 20 KB; interactive cards in card
 //!   JSON 2.0; signed robots need `timestamp` (s, within an hour) and `sign` =

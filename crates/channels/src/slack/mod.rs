@@ -15,10 +15,10 @@ use serde_json::{Value, json};
 
 use super::SendError;
 use super::robot::{self, Piece, Platform, RobotSpec};
-use crate::settings::ChannelLimits;
-use crate::locale::Locale;
-use crate::model::Digest;
-use crate::text::truncate_chars;
+use kdigest_core::settings::ChannelLimits;
+use kdigest_core::locale::Locale;
+use kdigest_core::model::Digest;
+use kdigest_core::text::truncate_chars;
 
 pub struct Slack;
 
@@ -100,7 +100,7 @@ impl Platform for Slack {
     }
 
     fn render(d: &Digest, t: &Locale, site: Option<&str>) -> Vec<Value> {
-        let title = crate::render::dated_title(d);
+        let title = kdigest_core::render::dated_title(d);
         // Units are groups of blocks; a message's header takes one more.
         let groups = robot::pack(
             units(d, t, site),
@@ -188,7 +188,7 @@ fn units(d: &Digest, t: &Locale, site: Option<&str>) -> Vec<Vec<Value>> {
                 };
                 let prefix = heading.map(|h| format!("_{}_\n", escape(h))).unwrap_or_default();
                 let follow_up = e.follow_up.as_ref().map_or_else(String::new, |f| {
-                    format!("\n↪ {}", escape(&crate::render::follow_up_line(f, t)))
+                    format!("\n↪ {}", escape(&kdigest_core::render::follow_up_line(f, t)))
                 });
                 blocks.push(section(format!(
                     "{prefix}*{title}*\n{}\n_{}_ {}{follow_up}",
@@ -203,7 +203,7 @@ fn units(d: &Digest, t: &Locale, site: Option<&str>) -> Vec<Vec<Value>> {
                 context.extend(
                     e.sources
                         .iter()
-                        .zip(crate::render::source_labels(&e.sources, t))
+                        .zip(kdigest_core::render::source_labels(&e.sources, t))
                         .map(|(s, text)| format!("<{}|{}>", link_url(&s.url), label(&text))),
                 );
                 context.truncate(CONTEXT_ELEMENTS_MAX);
@@ -243,7 +243,7 @@ fn units(d: &Digest, t: &Locale, site: Option<&str>) -> Vec<Vec<Value>> {
 /// `<!channel>` or `<@U…>` mentions.
 pub fn escape(text: &str) -> String {
     // mrkdwn has no escape for emphasis, strike or code: their markers become full-width.
-    crate::text::collapse_whitespace(text)
+    kdigest_core::text::collapse_whitespace(text)
         .replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")

@@ -19,11 +19,11 @@ use lettre::Message;
 use lettre::transport::smtp::authentication::Credentials;
 
 use super::relay::Relay;
-use crate::channels::SendError;
+use crate::SendError;
 use super::config::{DkimAlgorithm, EmailConfig};
-use crate::settings::Secret;
-use crate::render::Email;
-use crate::tokens::{Purpose, link};
+use kdigest_core::settings::Secret;
+use kdigest_core::render::Email;
+use kdigest_core::tokens::{Purpose, link};
 
 /// Stand in for the per-subscriber links in the cached render.
 /// Letters and dashes only, so no template escaping changes them.
@@ -145,8 +145,8 @@ impl EmailSender {
         let unsubscribe_url = self.link(Purpose::Unsubscribe, subscriber_id);
         let preferences_url = self.link(Purpose::Preferences, subscriber_id);
         // Digits, dots and hex: the same in HTML and in text.
-        let vote_token = crate::tokens::sign(&self.secret, Purpose::Vote, subscriber_id, 0);
-        let escape = crate::render::escape_html;
+        let vote_token = kdigest_core::tokens::sign(&self.secret, Purpose::Vote, subscriber_id, 0);
+        let escape = kdigest_core::render::escape_html;
         let html = email
             .html
             .replace(UNSUBSCRIBE_PLACEHOLDER, &escape(&unsubscribe_url))
@@ -304,7 +304,7 @@ fn single_message_id(to: &str, list_id: &str) -> String {
     let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let now = chrono::Utc::now().timestamp_nanos_opt().unwrap_or_default();
     let digest = Sha256::digest(format!("{to}\n{now}\n{n}").as_bytes());
-    format!("<{}@{list_id}>", crate::parse::hex(&digest[..16]))
+    format!("<{}@{list_id}>", kdigest_core::parse::hex(&digest[..16]))
 }
 
 #[cfg(test)]

@@ -9,9 +9,9 @@
 
 use serde_json::{Value, json};
 
-use crate::locale::Locale;
-use crate::model::{Digest, DigestEvent};
-use crate::text::{markdown_escape as esc, markdown_url, truncate_chars};
+use kdigest_core::locale::Locale;
+use kdigest_core::model::{Digest, DigestEvent};
+use kdigest_core::text::{markdown_escape as esc, markdown_url, truncate_chars};
 
 pub const TITLE_MAX: usize = 256;
 pub const DESCRIPTION_MAX: usize = 4096;
@@ -32,7 +32,7 @@ pub fn messages(d: &Digest, t: &Locale) -> Vec<Value> {
     let footer = truncate_chars(&format!("{} · {}", d.date, d.generation_mode), FOOTER_MAX);
     let mut embeds = vec![(
         json!({
-            "title": truncate_chars(&esc(&crate::render::dated_title(d)), TITLE_MAX),
+            "title": truncate_chars(&esc(&kdigest_core::render::dated_title(d)), TITLE_MAX),
             "description": truncate_chars(&esc(&d.overview), DESCRIPTION_MAX),
             "footer": {"text": footer},
         }),
@@ -63,7 +63,7 @@ pub fn messages(d: &Digest, t: &Locale) -> Vec<Value> {
         closing.push('\n');
     }
     closing.push_str(&format!("**{}**\n", t.get("notes")));
-    for line in crate::render::notes(d, t) {
+    for line in kdigest_core::render::notes(d, t) {
         closing.push_str(&format!("• {}\n", esc(&line)));
     }
     embeds.push((
@@ -78,9 +78,9 @@ pub fn messages(d: &Digest, t: &Locale) -> Vec<Value> {
 
 fn event_embed(n: usize, e: &DigestEvent, section: &str, footer: &str, t: &Locale) -> Value {
     let follow_up = e.follow_up.as_ref().map_or_else(String::new, |f| {
-        let resolves = crate::render::resolves_line(f, t)
+        let resolves = kdigest_core::render::resolves_line(f, t)
             .map_or_else(String::new, |w| format!(" · {}", esc(&w)));
-        format!("↪ {}{resolves}\n\n", esc(&crate::render::follow_up_line(f, t)))
+        format!("↪ {}{resolves}\n\n", esc(&kdigest_core::render::follow_up_line(f, t)))
     });
     let description = format!(
         "{follow_up}{}\n\n**{}** {}",
@@ -94,7 +94,7 @@ fn event_embed(n: usize, e: &DigestEvent, section: &str, footer: &str, t: &Local
     ];
     // Source links, as many fields as needed, each within the field value limit.
     let mut value = String::new();
-    for (s, label) in e.sources.iter().zip(crate::render::source_labels(&e.sources, t)) {
+    for (s, label) in e.sources.iter().zip(kdigest_core::render::source_labels(&e.sources, t)) {
         let link = format!("[{}]({})", esc(&label), markdown_url(&s.url));
         if !value.is_empty() && value.chars().count() + 2 + link.chars().count() > FIELD_VALUE_MAX {
             fields.push(json!({"name": field_name(t.get("sources")), "value": std::mem::take(&mut value), "inline": false}));
@@ -233,7 +233,7 @@ fn pack(embeds: Vec<Embed>) -> Vec<Value> {
 const EVENTS_PER_ROW: usize = 2;
 
 fn message(embeds: Vec<Embed>) -> Value {
-    use crate::feedback::{Vote, button_data};
+    use kdigest_core::feedback::{Vote, button_data};
     let events: Vec<&(usize, String)> = embeds.iter().filter_map(|(_, e)| e.as_ref()).collect();
     let rows: Vec<Value> = events
         .chunks(EVENTS_PER_ROW)

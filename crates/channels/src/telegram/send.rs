@@ -10,10 +10,10 @@ use teloxide::prelude::*;
 use teloxide::types::{InlineKeyboardButton, InlineKeyboardMarkup, LinkPreviewOptions, ParseMode};
 use teloxide::{ApiError, RequestError};
 
-use crate::channels::SendError;
+use crate::SendError;
 use super::config::TelegramConfig;
-use crate::settings::Secret;
-use crate::channels::Address;
+use kdigest_core::settings::Secret;
+use crate::Address;
 
 static TOKEN: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"bot\d+:[A-Za-z0-9_-]+").expect("valid regex"));
@@ -34,7 +34,7 @@ pub fn no_preview() -> LinkPreviewOptions {
 }
 
 /// A teloxide bot pointed at the configured API URL, with the token from the environment.
-pub fn api_bot(config: &TelegramConfig) -> Result<Bot, crate::settings::ConfigError> {
+pub fn api_bot(config: &TelegramConfig) -> Result<Bot, kdigest_core::settings::ConfigError> {
     let token = Secret::from_env(&config.token_env, "the Telegram bot token from @BotFather")?;
     Ok(Bot::new(token.expose()).set_api_url(config.api_url.clone()))
 }
@@ -88,7 +88,7 @@ impl TelegramSender {
 /// One row per event: "👍 3" and "👎 3" (the number the message shows). None without
 /// events.
 pub fn vote_keyboard(votes: &[(usize, String)]) -> Option<InlineKeyboardMarkup> {
-    use crate::feedback::{Vote, button_data};
+    use kdigest_core::feedback::{Vote, button_data};
     if votes.is_empty() {
         return None;
     }
@@ -102,7 +102,7 @@ pub fn vote_keyboard(votes: &[(usize, String)]) -> Option<InlineKeyboardMarkup> 
 
 /// Text of a Telegram-HTML message without its tags.
 fn html_to_plain(html: &str) -> String {
-    crate::text::html_to_text(&html.replace('\n', "<br>")).0
+    kdigest_core::text::html_to_text(&html.replace('\n', "<br>")).0
 }
 
 pub fn classify(error: RequestError) -> SendError {

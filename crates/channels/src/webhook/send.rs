@@ -4,10 +4,10 @@
 
 use std::time::Duration;
 
-use crate::channels::SendError;
-use crate::settings::Secret;
+use crate::SendError;
+use kdigest_core::settings::Secret;
 use crate::netguard::Guard;
-use crate::parse::hex;
+use kdigest_core::parse::hex;
 
 pub const DELIVERY_HEADER: &str = "X-Kdigest-Delivery";
 pub const TIMESTAMP_HEADER: &str = "X-Kdigest-Timestamp";
@@ -96,7 +96,7 @@ impl WebhookSender {
         if status.is_success() {
             return Ok(());
         }
-        let retry_after = crate::fetch::retry_after(response.headers());
+        let retry_after = crate::http::retry_after(response.headers());
         let code = status.as_u16();
         let reason = format!(
             "Webhook answered HTTP {code} {}",

@@ -29,7 +29,7 @@ impl Guard {
     }
 
     /// For feeds, their redirects and discovery.
-    pub fn fetch(config: &crate::settings::FetchConfig) -> Guard {
+    pub fn fetch(config: &kdigest_core::settings::FetchConfig) -> Guard {
         Guard::new(
             config.allow_private_networks,
             "fetch.allow_private_networks",

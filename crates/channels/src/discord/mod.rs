@@ -8,10 +8,10 @@ pub mod send;
 
 use super::{ChannelSpec, Meta, SendError};
 use super::Setup;
-use crate::settings::ChannelLimits;
-use crate::settings::read::{Doc, section};
-use crate::model::Digest;
-use crate::render::Renderer;
+use kdigest_core::settings::ChannelLimits;
+use kdigest_core::settings::read::{Doc, section};
+use kdigest_core::model::Digest;
+use kdigest_core::render::Renderer;
 
 pub use send::DiscordSender;
 

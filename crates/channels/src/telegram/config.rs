@@ -3,7 +3,7 @@
 
 use serde::Deserialize;
 
-use crate::settings::read::{env_var_name, http_url};
+use kdigest_core::settings::read::{env_var_name, http_url};
 use std::time::Duration;
 
 #[derive(Debug, Clone)]

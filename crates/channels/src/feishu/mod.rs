@@ -15,9 +15,9 @@ use serde_json::{Value, json};
 
 use super::SendError;
 use super::robot::{self, Piece, Platform, RobotSpec};
-use crate::settings::{ChannelLimits, Secret};
-use crate::locale::Locale;
-use crate::model::Digest;
+use kdigest_core::settings::{ChannelLimits, Secret};
+use kdigest_core::locale::Locale;
+use kdigest_core::model::Digest;
 
 pub struct Feishu;
 
@@ -76,7 +76,7 @@ impl Platform for Feishu {
 
     fn render(d: &Digest, t: &Locale, site: Option<&str>) -> Vec<Value> {
         let units = units(d, t);
-        let title = crate::render::dated_title(d);
+        let title = kdigest_core::render::dated_title(d);
         let cards = robot::pack(
             units,
             CARD_BUDGET,
@@ -207,7 +207,7 @@ fn units(d: &Digest, t: &Locale) -> Vec<Unit> {
                 if let Some(f) = &e.follow_up {
                     md.push_str(&format!(
                         "\n↪ {}",
-                        escape(&crate::render::follow_up_line(f, t))
+                        escape(&kdigest_core::render::follow_up_line(f, t))
                     ));
                 }
                 Unit {
@@ -215,7 +215,7 @@ fn units(d: &Digest, t: &Locale) -> Vec<Unit> {
                     button: e
                         .sources
                         .first()
-                        .zip(crate::render::source_labels(&e.sources, t).into_iter().next())
+                        .zip(kdigest_core::render::source_labels(&e.sources, t).into_iter().next())
                         .map(|(s, label)| (label, s.url.clone())),
                 }
             }
@@ -278,7 +278,7 @@ fn button(label: &str, url: &str, kind: &str) -> Value {
 /// as `<at id=all>`, links, emphasis) become HTML entities, which Feishu shows as written.
 pub fn escape(text: &str) -> String {
     // One line: feed or LLM text cannot start a heading or a list of its own.
-    let text = crate::text::collapse_whitespace(text);
+    let text = kdigest_core::text::collapse_whitespace(text);
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {

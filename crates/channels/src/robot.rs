@@ -15,13 +15,13 @@ use sha2::{Digest as _, Sha256};
 
 use super::{ChannelSpec, Meta, Options, SendError};
 use super::{Setup, no_section};
-use crate::locale::Locale;
-use crate::model::{Digest, DigestEvent};
 use crate::netguard::Guard;
-use crate::parse::hex;
-use crate::render::Renderer;
-use crate::settings::read::Doc;
-use crate::settings::{ChannelLimits, Secret};
+use kdigest_core::locale::Locale;
+use kdigest_core::model::{Digest, DigestEvent};
+use kdigest_core::parse::hex;
+use kdigest_core::render::Renderer;
+use kdigest_core::settings::read::Doc;
+use kdigest_core::settings::{ChannelLimits, Secret};
 
 /// One robot: where to post, and how it wants to be addressed.
 #[derive(Clone, PartialEq, Eq, Hash)]
@@ -321,7 +321,7 @@ impl RobotSender {
                 },
             })?;
         let status = response.status().as_u16();
-        let retry_after = crate::fetch::retry_after(response.headers());
+        let retry_after = crate::http::retry_after(response.headers());
         // A robot's answer is a few hundred bytes; read at most 4 KB of it.
         let mut response = response;
         let mut body = Vec::new();
@@ -411,7 +411,7 @@ pub fn closing_lines(d: &Digest, t: &Locale) -> (Vec<String>, Vec<String>) {
         watch.push(t.get("empty").to_string());
     }
     watch.extend(d.watchlist.iter().map(|w| w.text.clone()));
-    (watch, crate::render::notes(d, t))
+    (watch, kdigest_core::render::notes(d, t))
 }
 
 /// Groups units into messages of at most `budget` as `size` measures a message, in order; a
@@ -464,7 +464,7 @@ pub fn shorten_text(text: &str, over: usize) -> String {
 /// code replaced by their full-width forms, which read the same (`batch_size_sweep` came
 /// out in italics).
 pub fn plain_markdown(text: &str) -> String {
-    let one_line: String = crate::text::collapse_whitespace(text)
+    let one_line: String = kdigest_core::text::collapse_whitespace(text)
         .chars()
         .map(|c| match c {
             '[' => '［',
@@ -540,7 +540,7 @@ pub fn markdown_units(
                 let sources: Vec<String> = e
                     .sources
                     .iter()
-                    .zip(crate::render::source_labels(&e.sources, t))
+                    .zip(kdigest_core::render::source_labels(&e.sources, t))
                     .map(|(s, label)| format!("[{}]({})", esc(&label), link_url(&s.url)))
                     .collect();
                 md.push_str(&format!(
@@ -562,7 +562,7 @@ pub fn markdown_units(
                 if let Some(f) = &e.follow_up {
                     md.push_str(&format!(
                         "{line}↪ {}",
-                        esc(&crate::render::follow_up_line(f, t))
+                        esc(&kdigest_core::render::follow_up_line(f, t))
                     ));
                 }
                 md
@@ -658,9 +658,9 @@ mod tests {
 
     #[test]
     fn no_feed_text_is_ever_markup_in_any_robot_dialect() {
-        use crate::channels::{feishu, slack};
+        use crate::{feishu, slack};
         for text in random_texts() {
-            let plain = crate::text::collapse_whitespace(&text);
+            let plain = kdigest_core::text::collapse_whitespace(&text);
             // DingTalk and WeCom: no escape character, so no markup character at all.
             let md = plain_markdown(&text);
             assert!(

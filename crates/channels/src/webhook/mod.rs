@@ -6,10 +6,10 @@ pub mod send;
 
 use super::{ChannelSpec, Meta, SendError};
 use super::{Setup, no_section};
-use crate::settings::read::Doc;
-use crate::settings::{ChannelLimits, Secret};
-use crate::model::Digest;
-use crate::render::{Format, Renderer};
+use kdigest_core::settings::read::Doc;
+use kdigest_core::settings::{ChannelLimits, Secret};
+use kdigest_core::model::Digest;
+use kdigest_core::render::{Format, Renderer};
 
 pub use send::{DELIVERY_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, WebhookSender, signature};
 
@@ -94,7 +94,7 @@ impl ChannelSpec for Spec {
                 variable = %setup.webhook_secret_env
             );
         }
-        let concurrency = setup.limits(crate::channels::Channel::Webhook).concurrency;
+        let concurrency = setup.limits(crate::Channel::Webhook).concurrency;
         Ok(Some(WebhookSender::new(
             setup.timeout,
             secret,

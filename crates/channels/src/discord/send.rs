@@ -10,9 +10,9 @@ use serenity::http::{Http, HttpBuilder, HttpError};
 use serenity::model::id::ChannelId;
 
 use super::Target;
-use crate::channels::SendError;
+use crate::SendError;
 use super::config::DiscordConfig;
-use crate::settings::Secret;
+use kdigest_core::settings::Secret;
 
 pub struct DiscordSender {
     /// Client with the bot token, for channel subscribers; None without a token.

@@ -1,4 +1,4 @@
-//! Channels: where a digest goes. Each channel is one folder under `src/channels/` holding
+//! Channels: where a digest goes. Each channel is one folder under `crates/channels/` holding
 //! everything that is particular to it: its address (parsing, normalisation, the safe
 //! display form, the rate-limit key), its render, its sender with its error
 //! classification, its config section and, where it has one, its bot. The rest of the
@@ -6,8 +6,19 @@
 //! dispatch functions are generated from one line per channel.
 //!
 //! Adding a channel (docs/channels.md walks through the webhook channel as the example):
-//! write `src/channels/<name>/mod.rs` with a `Spec` that implements [`ChannelSpec`], then add
-//! `Variant => name` to the `registry!` line at the bottom of this file.
+//! write `crates/channels/src/<name>/mod.rs` with a `Spec` that implements [`ChannelSpec`],
+//! then add `Variant => name` to the `registry!` line at the bottom of this file and the
+//! feature to this crate's Cargo.toml (and the application's).
+//!
+//! This crate is outbound only: it knows the core's types (kdigest-core) and HTTP, and
+//! nothing of the store, the delivery engine, the bots or the web site.
+
+// A build without some channels leaves helpers idle; the default build, every channel, is
+// the one clippy holds to `-D warnings`.
+#![cfg_attr(not(feature = "all-channels"), allow(unused))]
+
+pub mod http;
+pub mod netguard;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -16,10 +27,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::Digest;
-use crate::render::Renderer;
-use crate::settings::ChannelLimits;
-use crate::settings::read::Doc;
+use kdigest_core::model::Digest;
+use kdigest_core::render::Renderer;
+use kdigest_core::settings::ChannelLimits;
+use kdigest_core::settings::read::Doc;
 
 #[cfg(any(
     feature = "feishu",
@@ -486,7 +497,7 @@ impl Mailer {
     pub async fn send_single(
         &self,
         _to: &str,
-        _email: crate::render::Email,
+        _email: kdigest_core::render::Email,
     ) -> Result<(), SendError> {
         match *self {}
     }

@@ -27,7 +27,7 @@ use lettre::transport::smtp::client::{AsyncSmtpConnection, TlsParameters};
 use lettre::transport::smtp::extension::ClientId;
 use tokio::sync::Semaphore;
 
-use crate::channels::SendError;
+use crate::SendError;
 use super::config::{EmailConfig, SmtpTls};
 
 /// A connection idle for longer is checked with NOOP before it carries a message (relays

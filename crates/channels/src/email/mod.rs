@@ -10,10 +10,10 @@ use std::sync::Arc;
 
 use super::{ChannelSpec, Meta, SendError};
 use super::Setup;
-use crate::settings::ChannelLimits;
-use crate::settings::read::{Doc, section};
-use crate::model::Digest;
-use crate::render::Renderer;
+use kdigest_core::settings::ChannelLimits;
+use kdigest_core::settings::read::{Doc, section};
+use kdigest_core::model::Digest;
+use kdigest_core::render::Renderer;
 
 pub use send::{
     EmailSender, PREFERENCES_PLACEHOLDER, UNSUBSCRIBE_PLACEHOLDER, VOTE_TOKEN_PLACEHOLDER,
@@ -66,7 +66,7 @@ impl ChannelSpec for Spec {
 
     /// A subject on one line within RFC 5322's 998 characters, and both bodies.
     fn limit_problems(message: &str) -> Vec<String> {
-        let Ok(email) = serde_json::from_str::<crate::render::Email>(message) else {
+        let Ok(email) = serde_json::from_str::<kdigest_core::render::Email>(message) else {
             return vec!["not a rendered email".into()];
         };
         let mut problems = Vec::new();
@@ -82,11 +82,11 @@ impl ChannelSpec for Spec {
 
     /// Email needs a relay and the key that signs unsubscribe links.
     fn sender(setup: &Setup) -> anyhow::Result<Option<Arc<EmailSender>>> {
-        let Some(secret) = crate::tokens::secret_from_env()? else {
+        let Some(secret) = kdigest_core::tokens::secret_from_env()? else {
             tracing::info!(
                 message =
                     "No signing key for unsubscribe links; email subscribers are not delivered to",
-                variable = crate::tokens::SECRET_ENV
+                variable = kdigest_core::tokens::SECRET_ENV
             );
             return Ok(None);
         };

@@ -4,8 +4,8 @@
 //! split between lines without breaking HTML. Lengths are counted in UTF-16 code units of
 //! the raw HTML, which is never less than what Telegram counts after parsing entities.
 
-use crate::model::Digest;
-use crate::render::{Renderer, UNIT_SEPARATOR};
+use kdigest_core::model::Digest;
+use kdigest_core::render::{Renderer, UNIT_SEPARATOR};
 
 pub const MAX_MESSAGE_CHARS: usize = 4096;
 

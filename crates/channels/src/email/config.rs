@@ -3,7 +3,7 @@
 
 use serde::Deserialize;
 
-use crate::settings::read::env_var_name;
+use kdigest_core::settings::read::env_var_name;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SmtpTls {

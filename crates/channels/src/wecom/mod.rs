@@ -13,9 +13,9 @@ use serde_json::{Value, json};
 
 use super::SendError;
 use super::robot::{self, Platform, RobotSpec};
-use crate::settings::ChannelLimits;
-use crate::locale::Locale;
-use crate::model::Digest;
+use kdigest_core::settings::ChannelLimits;
+use kdigest_core::locale::Locale;
+use kdigest_core::model::Digest;
 
 pub struct WeCom;
 
@@ -72,7 +72,7 @@ impl Platform for WeCom {
         {
             last.push_str(&format!("\n[Web]({})", robot::link_url(site)));
         }
-        let title = crate::render::dated_title(d);
+        let title = kdigest_core::render::dated_title(d);
         let content = |u: &[String], i: usize, total: usize| {
             format!(
                 "**{}{}**\n{}",

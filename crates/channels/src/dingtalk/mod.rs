@@ -15,9 +15,9 @@ use serde_json::{Value, json};
 
 use super::SendError;
 use super::robot::{self, Platform, RobotSpec};
-use crate::settings::{ChannelLimits, Secret};
-use crate::locale::Locale;
-use crate::model::Digest;
+use kdigest_core::settings::{ChannelLimits, Secret};
+use kdigest_core::locale::Locale;
+use kdigest_core::model::Digest;
 
 pub struct DingTalk;
 
@@ -75,7 +75,7 @@ impl Platform for DingTalk {
         {
             last.push_str(&format!("\n\n[Web]({})", robot::link_url(site)));
         }
-        let title = crate::render::dated_title(d);
+        let title = kdigest_core::render::dated_title(d);
         let messages = robot::pack(
             units,
             TEXT_MAX,
