@@ -1,8 +1,10 @@
 //! Every registered channel passes the same checks, so a new channel folder cannot skip
 //! one: its example address survives storing and parsing, its credential never shows in
 //! the form logs and listings use, and its renders of the sample day in both languages
-//! stay within the platform's documented limits (`ChannelSpec::limit_problems`).
+//! stay within the platform's documented limits (`ChannelSpec::limit_problems`), and its
+//! error table reads every 4xx and 5xx by the delivery rules (`ChannelSpec::refusal`).
 
+use kdigest::channels::{Codes, SendError};
 use kdigest::render::Renderer;
 use kdigest::subscriber::{Address, Channel};
 use serde_json::Value;
@@ -86,4 +88,46 @@ fn bloat(message: &str) -> String {
     let mut v: Value = serde_json::from_str(message).expect("every channel renders JSON");
     grow(&mut v);
     v.to_string()
+}
+
+/// The delivery rules every channel's error table keeps, over every 4xx and 5xx: what means
+/// "later" (HTTP 408, 425, 429 and 5xx; SMTP 4xx) is retried or pauses the channel, never
+/// dropped; only a refusal that says the destination is gone or forbids us (HTTP 401, 403,
+/// 404, 410; SMTP 550, 551, 553) disables a subscriber; a credential problem (HTTP 401) is
+/// never one message's failure; an SMTP 5xx is never retried as if it were transient.
+#[test]
+fn every_channels_error_table_reads_every_4xx_and_5xx_by_the_delivery_rules() {
+    let kind = |e: &SendError| match e {
+        SendError::Transient { .. } => "retry",
+        SendError::Outage { .. } => "pause",
+        SendError::Refused { .. } => "refused",
+        SendError::Permanent { .. } => "disable",
+        SendError::Failed { .. } => "fail",
+        SendError::Moved(_) => "moved",
+    };
+    let mut wrong = Vec::new();
+    for channel in Channel::ALL {
+        for code in 400..=599u16 {
+            let answer = channel.refusal(code);
+            let k = kind(&answer);
+            let allowed: &[&str] = match (channel.codes(), code) {
+                (Codes::Http, 408 | 425 | 429 | 500..=599) => &["retry", "pause"],
+                (Codes::Http, 401) => &["retry", "pause", "refused", "disable"],
+                (Codes::Http, 403 | 404 | 410) => &["retry", "pause", "refused", "disable", "fail"],
+                (Codes::Http, _) => &["retry", "pause", "refused", "fail"],
+                (Codes::Smtp, 400..=499) => &["retry", "pause"],
+                (Codes::Smtp, 550 | 551 | 553) => &["pause", "disable", "fail"],
+                (Codes::Smtp, _) => &["pause", "fail"],
+            };
+            if !allowed.contains(&k) {
+                wrong.push(format!(
+                    "{} {code}: {k} ({answer}), allowed {allowed:?}",
+                    channel.as_str()
+                ));
+            }
+        }
+    }
+    // The table is read: a webhook's gone address disables, a bot's 429 is retried.
+    assert_eq!(kind(&Channel::ALL[0].refusal(429)), "retry");
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }

@@ -115,6 +115,15 @@ impl Options {
     }
 }
 
+/// What a platform's refusals are numbered in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Codes {
+    /// HTTP statuses (4xx, 5xx).
+    Http,
+    /// SMTP reply codes (4xx transient, 5xx permanent).
+    Smtp,
+}
+
 /// What the senders are built from: the channels' own sections and the delivery settings
 /// they share. The application's configuration builds it (`Config::channel_setup`); the
 /// channels never see that configuration.
@@ -226,6 +235,14 @@ pub trait ChannelSpec {
     fn note(_text: &str) -> Option<String> {
         None
     }
+    /// What the platform's refusals are numbered in.
+    const CODES: Codes = Codes::Http;
+    /// The channel's error table: how its sender reads a refusal that says nothing but its
+    /// code (an HTTP status with an empty body, or an SMTP reply code without an enhanced
+    /// status). The compliance test holds every channel's table, over every 4xx and 5xx, to
+    /// the delivery rules (tests/it/compliance.rs).
+    fn refusal(code: u16) -> SendError;
+
     /// The sender, or `None` when the channel cannot send here (no token); says why in the
     /// log.
     fn sender(setup: &Setup) -> anyhow::Result<Option<Self::Sender>>;
@@ -316,6 +333,20 @@ macro_rules! registry {
             pub fn limit_problems(self, message: &str) -> Vec<String> {
                 match self {
                     $($(#[$meta])* Channel::$variant => <$module::Spec as ChannelSpec>::limit_problems(message),)*
+                }
+            }
+
+            /// What the platform's refusals are numbered in.
+            pub fn codes(self) -> Codes {
+                match self {
+                    $($(#[$meta])* Channel::$variant => <$module::Spec as ChannelSpec>::CODES,)*
+                }
+            }
+
+            /// The channel's error table; see [`ChannelSpec::refusal`].
+            pub fn refusal(self, code: u16) -> SendError {
+                match self {
+                    $($(#[$meta])* Channel::$variant => <$module::Spec as ChannelSpec>::refusal(code),)*
                 }
             }
 

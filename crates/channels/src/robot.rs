@@ -211,6 +211,16 @@ impl<P: Platform> ChannelSpec for RobotSpec<P> {
             .collect()
     }
 
+    /// An HTTP error with an empty body: the platform's own codes come in bodies.
+    fn refusal(code: u16) -> SendError {
+        match P::answer(code, None, "") {
+            Err(error) => error,
+            Ok(()) => SendError::Failed {
+                reason: format!("{} took HTTP {code} with no body as delivered", P::NAME),
+            },
+        }
+    }
+
     fn limit_problems(message: &str) -> Vec<String> {
         match serde_json::from_str::<Value>(message) {
             Ok(payload) => P::limit_problems(&payload),
@@ -346,6 +356,12 @@ pub fn http_status(name: &str, status: u16, retry_after: Option<Duration>) -> Se
         },
         404 | 410 => SendError::Permanent {
             reason: format!("{reason}: the robot no longer exists"),
+        },
+        // Our request's credentials (a signing secret from --secret-env, the operator's) as
+        // often as the robot's: retried, never disabling; the engine pauses the channel
+        // when most robots answer it at once.
+        401 => SendError::Refused {
+            reason: format!("{reason}: the robot refuses our credentials"),
         },
         _ => SendError::Failed { reason },
     }

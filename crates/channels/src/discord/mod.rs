@@ -115,6 +115,12 @@ impl ChannelSpec for Spec {
             .collect::<Result<_, _>>()?)
     }
 
+    /// As a bot's channel message: a 401 is our token (the channel pauses); a webhook's own
+    /// 401 disables that subscriber.
+    fn refusal(code: u16) -> SendError {
+        send::unauthorized(send::by_status(code, 0, ""), false)
+    }
+
     fn limit_problems(message: &str) -> Vec<String> {
         match serde_json::from_str(message) {
             Ok(payload) => render::limit_problems(&payload),

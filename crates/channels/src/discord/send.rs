@@ -176,7 +176,7 @@ impl DiscordSender {
 /// invalid-request ban): a webhook's own token is invalid (the webhook was deleted or
 /// regenerated) -> the subscriber is disabled; the bot token is ours -> the channel pauses
 /// with one operator log line, nobody is disabled.
-fn unauthorized(error: SendError, webhook: bool) -> SendError {
+pub(crate) fn unauthorized(error: SendError, webhook: bool) -> SendError {
     match error {
         SendError::Transient { reason, .. } if reason.starts_with("Discord answered HTTP 401") => {
             if webhook {
@@ -229,7 +229,7 @@ pub fn classify(error: serenity::Error) -> SendError {
 }
 
 /// An answer other than 2xx or 429, by its status and Discord's error code.
-fn by_status(status: u16, code: isize, message: &str) -> SendError {
+pub(crate) fn by_status(status: u16, code: isize, message: &str) -> SendError {
     let reason = format!("Discord answered HTTP {status} (code {code}): {message}");
     match status {
             // Decided by the caller (`unauthorized`): a webhook's token or ours.
@@ -237,7 +237,7 @@ fn by_status(status: u16, code: isize, message: &str) -> SendError {
                 reason: format!("{reason}; check the bot token (discord.token_env)"),
                 retry_after: None,
             },
-            429 | 500..=599 => SendError::Transient {
+            408 | 425 | 429 | 500..=599 => SendError::Transient {
                 reason,
                 retry_after: None,
             },

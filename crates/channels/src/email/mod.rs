@@ -65,6 +65,12 @@ impl ChannelSpec for Spec {
     }
 
     /// A subject on one line within RFC 5322's 998 characters, and both bodies.
+    const CODES: super::Codes = super::Codes::Smtp;
+
+    fn refusal(code: u16) -> SendError {
+        send::classify_reply(&code.to_string(), &format!("{code} refused"))
+    }
+
     fn limit_problems(message: &str) -> Vec<String> {
         let Ok(email) = serde_json::from_str::<kdigest_core::render::Email>(message) else {
             return vec!["not a rendered email".into()];

@@ -148,9 +148,12 @@ impl Platform for Slack {
         let code = body.trim();
         let reason = format!("Slack answered HTTP {status}: {code}");
         Err(match (status, code) {
-            (429, _) | (500..=599, _) => SendError::Transient {
+            (408 | 425 | 429, _) | (500..=599, _) => SendError::Transient {
                 reason,
                 retry_after,
+            },
+            (401, "") => SendError::Refused {
+                reason: format!("{reason}: the webhook refuses our request"),
             },
             (_, "no_service" | "no_team" | "channel_not_found" | "user_not_found") | (404, _) => {
                 SendError::Permanent {

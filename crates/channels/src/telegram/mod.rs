@@ -71,6 +71,25 @@ impl ChannelSpec for Spec {
 
     /// A message's text: 1 to 4,096 characters after entity parsing (counted here on the
     /// HTML itself, which is never shorter), with at most 100 vote buttons.
+    /// The Bot API answers `{"ok":false,"error_code":N,"description":"<reason>: …"}`;
+    /// teloxide reads the description, and a 429 carries `retry_after`.
+    fn refusal(code: u16) -> SendError {
+        use teloxide::{ApiError, RequestError};
+        let error = if code == 429 {
+            RequestError::RetryAfter(teloxide::types::Seconds::from_seconds(1))
+        } else {
+            let description = reqwest::StatusCode::from_u16(code)
+                .ok()
+                .and_then(|s| s.canonical_reason())
+                .unwrap_or("Error");
+            RequestError::Api(
+                serde_json::from_value(serde_json::Value::String(description.into()))
+                    .unwrap_or_else(|_| ApiError::Unknown(description.into())),
+            )
+        };
+        send::classify(error)
+    }
+
     fn limit_problems(message: &str) -> Vec<String> {
         let Ok(m) = serde_json::from_str::<serde_json::Value>(message) else {
             return vec!["not a rendered Telegram message".into()];

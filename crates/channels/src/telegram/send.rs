@@ -120,6 +120,13 @@ pub fn classify(error: RequestError) -> SendError {
             }
         }
         RequestError::Api(api) => match api {
+            // "Unauthorized" or "Not Found" for the bot's own URL: our token is wrong, for
+            // every chat at once. Pause the channel with one line for the operator; failing
+            // each message (as before) marked every reader's delivery failed.
+            ApiError::InvalidToken => SendError::Outage {
+                reason: format!("{reason}; check the bot token (telegram.token_env)"),
+                retry_after: None,
+            },
             ApiError::BotBlocked
             | ApiError::UserDeactivated
             | ApiError::ChatNotFound

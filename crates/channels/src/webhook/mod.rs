@@ -72,6 +72,10 @@ impl ChannelSpec for Spec {
 
     /// The receiver's own: kdigest posts the digest's JSON (docs/digest-json.md), which
     /// must be one JSON object.
+    fn refusal(code: u16) -> SendError {
+        send::classify(code, format!("HTTP {code}"), None)
+    }
+
     fn limit_problems(message: &str) -> Vec<String> {
         match serde_json::from_str::<serde_json::Value>(message) {
             Ok(v) if v.is_object() => Vec::new(),

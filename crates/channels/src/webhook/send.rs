@@ -110,7 +110,7 @@ impl WebhookSender {
 /// 401/403 is most often our side (a rotated signing key answers 401 at every receiver at
 /// once) and must not disable them all, so it is retried with backoff and, after the last
 /// attempt, fails that delivery only.
-fn classify(code: u16, reason: String, retry_after: Option<std::time::Duration>) -> SendError {
+pub(crate) fn classify(code: u16, reason: String, retry_after: Option<std::time::Duration>) -> SendError {
     match code {
         408 | 425 | 429 | 500..=599 => SendError::Transient {
             reason,
