@@ -5,6 +5,7 @@
 #[cfg(feature = "discord")]
 pub mod discord;
 pub mod handlers;
+pub mod routes;
 #[cfg(feature = "telegram")]
 pub mod telegram;
 

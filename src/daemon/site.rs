@@ -85,10 +85,12 @@ impl Instance<'_> {
             })
         };
         let services = crate::web::Services {
-            #[cfg(feature = "telegram")]
-            telegram: webhook_bot,
-            #[cfg(feature = "discord")]
-            discord: discord_bot,
+            bots: crate::bot::routes::Bots {
+                #[cfg(feature = "telegram")]
+                telegram: webhook_bot,
+                #[cfg(feature = "discord")]
+                discord: discord_bot,
+            },
             account,
             blog: Some(blog.clone()),
             delivery: self.role.deliver().then(|| engine.clone()),

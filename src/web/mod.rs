@@ -1,25 +1,17 @@
 //! The daemon's HTTP side: `/healthz`, Prometheus `/metrics`, the blog (`/`,
 //! `/digest/{date}`, `/feed.xml`) and its archive (`/search`, `/e/{id}`, `/layer/{name}`,
 //! `/layer/{name}/feed.xml`), the account pages (`/subscribe`, `/confirm/{token}`,
-//! `/unsubscribe/{token}`, `/preferences/{token}`) when KDIGEST_SECRET is set, Telegram's
-//! `/telegram/webhook` in webhook mode, and Discord's `/discord/interactions` when a public
-//! key is configured.
+//! `/unsubscribe/{token}`, `/preferences/{token}`) when KDIGEST_SECRET is set, and the
+//! routes the bots hand it (`bot::routes`: Telegram's webhook, Discord's interactions).
 
 use std::sync::Arc;
 
 use axum::Router;
-use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
 
-#[cfg(feature = "discord")]
-use crate::bot::discord::{DiscordBot, INTERACTIONS_PATH};
-#[cfg(feature = "telegram")]
-use crate::bot::telegram::{TelegramBot, WEBHOOK_PATH};
-#[cfg(feature = "telegram")]
-use crate::channels::telegram::redact_token;
 use crate::config::ServeLimits;
 use crate::deliver::engine::Engine;
 use crate::metrics::Metrics;
@@ -35,10 +27,8 @@ pub mod team;
 /// What the web server serves besides health and metrics; each part is optional.
 #[derive(Default, Clone)]
 pub struct Services {
-    #[cfg(feature = "telegram")]
-    pub telegram: Option<Arc<TelegramBot>>,
-    #[cfg(feature = "discord")]
-    pub discord: Option<Arc<DiscordBot>>,
+    /// The bots that take their updates over HTTP, with their routes.
+    pub bots: crate::bot::routes::Bots,
     pub account: Option<Arc<account::Account>>,
     pub blog: Option<Arc<blog::Blog>>,
     /// The delivery engine, whose health `/healthz` and whose outbox `/metrics` report.
@@ -87,10 +77,7 @@ async fn metrics(State(m): State<Monitor>) -> impl IntoResponse {
 
 pub fn router(metrics: Arc<Metrics>, services: Services) -> Router {
     let Services {
-        #[cfg(feature = "telegram")]
-        telegram,
-        #[cfg(feature = "discord")]
-        discord,
+        bots,
         account,
         blog,
         delivery,
@@ -156,93 +143,11 @@ pub fn router(metrics: Arc<Metrics>, services: Services) -> Router {
                     .with_state(a),
             );
     }
-    #[cfg(feature = "telegram")]
-    if let Some(bot) = telegram {
-        router = router.route(WEBHOOK_PATH, post(telegram_webhook).with_state(bot));
-    }
-    #[cfg(feature = "discord")]
-    if let Some(bot) = discord {
-        router = router.route(INTERACTIONS_PATH, post(discord_interaction).with_state(bot));
-    }
     router
         .route("/healthz", get(healthz))
         .route("/metrics", get(self::metrics))
         .with_state(Monitor { metrics, delivery })
-}
-
-#[cfg(feature = "telegram")]
-/// Telegram webhook mode: checks the secret header, answers at once and handles the update
-/// in the background (Telegram retries webhooks that answer slowly).
-async fn telegram_webhook(
-    State(bot): State<Arc<TelegramBot>>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> StatusCode {
-    let secret = headers
-        .get("x-telegram-bot-api-secret-token")
-        .and_then(|v| v.to_str().ok());
-    if secret != Some(bot.webhook_secret().as_str()) {
-        return StatusCode::UNAUTHORIZED;
-    }
-    match serde_json::from_slice::<teloxide::types::Update>(&body) {
-        Ok(update) => {
-            tokio::spawn(async move {
-                // Telegram retries an update that was answered late; behind a load
-                // balancer the retry may reach another instance. One of them handles it.
-                if !bot.first_handling(&update.id.0.to_string()).await {
-                    return;
-                }
-                if let Err(error) = bot.handle_update(update.kind).await {
-                    tracing::warn!(message = "Telegram update failed", error = %redact_token(&format!("{error:#}")));
-                }
-            });
-            StatusCode::OK
-        }
-        Err(error) => {
-            tracing::warn!(message = "Webhook body is not a Telegram update", %error);
-            StatusCode::BAD_REQUEST
-        }
-    }
-}
-
-#[cfg(feature = "discord")]
-/// Discord's HTTP interactions: 401 unless the Ed25519 signature over timestamp + body checks
-/// out (Discord sends bad signatures on purpose to test endpoints), then the response JSON.
-async fn discord_interaction(
-    State(bot): State<Arc<DiscordBot>>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> axum::response::Response {
-    let header = |name: &str| {
-        headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-    };
-    if !bot.verify(
-        header("x-signature-ed25519"),
-        header("x-signature-timestamp"),
-        &body,
-    ) {
-        return (StatusCode::UNAUTHORIZED, "invalid request signature").into_response();
-    }
-    let Ok(interaction) = serde_json::from_slice::<serde_json::Value>(&body) else {
-        return StatusCode::BAD_REQUEST.into_response();
-    };
-    // One answer per interaction, whichever instance it reached first.
-    if interaction["type"] != 1
-        && let Some(id) = interaction["id"].as_str()
-        && !bot.first_handling(id).await
-    {
-        return StatusCode::CONFLICT.into_response();
-    }
-    match bot.respond(&interaction).await {
-        Ok(response) => axum::Json(response).into_response(),
-        Err(error) => {
-            tracing::warn!(message = "Discord interaction failed", error = %format!("{error:#}"));
-            StatusCode::INTERNAL_SERVER_ERROR.into_response()
-        }
-    }
+        .merge(bots.routes())
 }
 
 /// The Content-Security-Policy of every HTML page: no scripts at all, inline styles, forms

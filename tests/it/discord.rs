@@ -457,7 +457,10 @@ async fn the_interactions_endpoint_verifies_signatures_and_runs_the_shared_comma
         .unwrap();
     let bot = DiscordBot::new(store.clone(), Arc::new(config.clone()));
     let services = kdigest::web::Services {
-        discord: Some(Arc::new(bot)),
+        bots: kdigest::bot::routes::Bots {
+            discord: Some(Arc::new(bot)),
+            ..Default::default()
+        },
         ..Default::default()
     };
     let router = kdigest::web::router(Arc::new(kdigest::metrics::Metrics::default()), services);

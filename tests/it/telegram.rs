@@ -405,7 +405,10 @@ async fn webhook_mode_accepts_signed_updates_only() {
     );
 
     let services = kdigest::web::Services {
-        telegram: Some(Arc::new(bot)),
+        bots: kdigest::bot::routes::Bots {
+            telegram: Some(Arc::new(bot)),
+            ..Default::default()
+        },
         ..Default::default()
     };
     let router = kdigest::web::router(Arc::new(kdigest::metrics::Metrics::default()), services);
