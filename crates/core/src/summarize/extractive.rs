@@ -904,8 +904,10 @@ fn is_boilerplate(line: &str) -> bool {
         || lower.starts_with("read more")
 }
 
-/// Splits after '.', '!' or '?' followed by a space and an upper-case letter or digit (so
-/// "e.g. the" and "v3.6.0" stay whole), and after CJK full stops.
+/// Splits after '.', '!' or '?' followed by a space and a letter or digit, unless the word
+/// before is an abbreviation ("e.g. the" stays whole; "v3.6.0" has no space), and after CJK
+/// full stops. A sentence may start in lower case: release notes often begin one with a
+/// command or an identifier ("pip install …", "num_stages is now …").
 fn split_sentences(line: &str) -> Vec<&str> {
     let mut parts = Vec::new();
     let mut start = 0;
@@ -919,7 +921,7 @@ fn split_sentences(line: &str) -> Vec<&str> {
                 let next = chars.get(w + 1).map(|x| x.1);
                 let after = chars.get(w + 2).map(|x| x.1);
                 next == Some(' ')
-                    && after.is_some_and(|a| a.is_uppercase() || a.is_ascii_digit())
+                    && after.is_some_and(char::is_alphanumeric)
                     && !ends_with_abbreviation(&line[start..end])
             }
             _ => false,
@@ -939,7 +941,21 @@ fn ends_with_abbreviation(s: &str) -> bool {
     let last = s.rsplit(' ').next().unwrap_or("").to_ascii_lowercase();
     matches!(
         last.as_str(),
-        "e.g." | "i.e." | "et al." | "al." | "vs." | "fig." | "eq." | "sec." | "approx."
+        "e.g."
+            | "i.e."
+            | "et al."
+            | "al."
+            | "vs."
+            | "fig."
+            | "eq."
+            | "sec."
+            | "approx."
+            | "etc."
+            | "cf."
+            | "resp."
+            | "incl."
+            | "ca."
+            | "no."
     )
 }
 
@@ -981,6 +997,17 @@ mod tests {
                 "We compare with FA3, e.g. Hopper.",
                 "It is 1.9x faster.",
                 "That is all!"
+            ]
+        );
+        // A sentence may start in lower case (a command, an identifier); an abbreviation
+        // before a lower-case word does not end one; an install command is no news.
+        assert_eq!(
+            sentences(
+                "CuTe DSL is out of beta, e.g. the DSL is stable. pip install nvidia-cutlass-dsl installs it. num_stages is now an upper bound."
+            ),
+            vec![
+                "CuTe DSL is out of beta, e.g. the DSL is stable.",
+                "num_stages is now an upper bound."
             ]
         );
     }
