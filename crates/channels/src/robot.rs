@@ -262,14 +262,7 @@ pub struct RobotSender {
 
 impl RobotSender {
     pub fn new(timeout: Duration, guard: Guard) -> anyhow::Result<RobotSender> {
-        let client = reqwest::Client::builder()
-            .dns_resolver(guard.resolver())
-            .timeout(timeout)
-            .connect_timeout(timeout.min(Duration::from_secs(10)))
-            .redirect(reqwest::redirect::Policy::none())
-            .pool_idle_timeout(Duration::from_secs(10))
-            .user_agent(concat!("kdigest/", env!("CARGO_PKG_VERSION")))
-            .build()?;
+        let client = crate::http::reader_client(timeout, &guard, "").build()?;
         Ok(RobotSender { client, guard })
     }
 

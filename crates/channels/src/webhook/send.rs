@@ -35,18 +35,10 @@ impl WebhookSender {
         concurrency: usize,
         guard: Guard,
     ) -> anyhow::Result<WebhookSender> {
-        let client = reqwest::Client::builder()
-            .dns_resolver(guard.resolver())
-            .timeout(timeout)
-            .connect_timeout(timeout.min(Duration::from_secs(10)))
-            .redirect(reqwest::redirect::Policy::none())
-            // Thousands of receivers each get a message or two a day: keeping a socket per
-            // host for the default 90 s would hold one file descriptor per subscriber, so
-            // idle ones close after 10 s. One host behind many subscribers keeps as many as
-            // are in flight: a smaller pool closed and reopened a connection per delivery.
-            .pool_idle_timeout(Duration::from_secs(10))
+        // One host behind many subscribers keeps as many sockets as are in flight: a
+        // smaller pool closed and reopened a connection per delivery.
+        let client = crate::http::reader_client(timeout, &guard, "webhook")
             .pool_max_idle_per_host(concurrency.max(1))
-            .user_agent(concat!("kdigest/", env!("CARGO_PKG_VERSION"), " webhook"))
             .build()?;
         Ok(WebhookSender {
             client,
