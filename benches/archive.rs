@@ -7,6 +7,8 @@
 
 mod common;
 
+use kdigest_testkit::TestApp;
+
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
@@ -23,9 +25,9 @@ fn median(mut samples: Vec<Duration>) -> Duration {
 
 #[tokio::main]
 async fn main() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = common::config(dir.path(), "");
-    let (store, day) = common::fixture(&config).await;
+    let app = TestApp::builder().feeds_on_disk().toml("").build().await;
+    let day = app.digest().await;
+    let (_config, store) = (&app.config, &app.store);
     let mut year = Vec::new();
     let start = day.date - chrono::Days::new(DAYS);
     for i in 0..DAYS {

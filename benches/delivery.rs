@@ -6,6 +6,8 @@
 
 mod common;
 
+use kdigest_testkit::TestApp;
+
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -59,11 +61,11 @@ async fn add_subscribers(store: &Store, urls: impl Iterator<Item = String>) {
 }
 
 async fn bench_planning() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = common::config(dir.path(), "");
-    let (store, digest) = common::fixture(&config).await;
+    let app = TestApp::builder().feeds_on_disk().toml("").build().await;
+    let digest = app.digest().await;
+    let (_config, store) = (&app.config, &app.store);
     add_subscribers(
-        &store,
+        store,
         (0..100_000).map(|i| format!("https://hooks.example.org/h/{i}")),
     )
     .await;
@@ -154,22 +156,26 @@ async fn spawn_receiver(limit: Option<usize>) -> (String, Arc<Receiver>) {
     let app = Router::new()
         .route("/h/{path}", post(receive))
         .with_state(r.clone());
-    let base = format!("{}/h", common::serve(app).await);
+    let base = format!("{}/h", kdigest_testkit::net::serve(app).await);
     (base, r)
 }
 
 async fn bench_fan_out(label: &str, n: usize, limit: Option<usize>, delivery_toml: &str) {
-    let dir = tempfile::tempdir().unwrap();
-    let config = common::config(dir.path(), delivery_toml);
-    let (store, digest) = common::fixture(&config).await;
+    let app = TestApp::builder()
+        .feeds_on_disk()
+        .toml(delivery_toml)
+        .build()
+        .await;
+    let digest = app.digest().await;
+    let (config, store) = (&app.config, &app.store);
     let (base, receiver) = spawn_receiver(limit).await;
     // One filter that matches, so every subscriber gets one message.
     let addresses: Vec<Address> = (0..n)
         .map(|i| Address::parse(&format!("webhook:{base}/{i}")).unwrap())
         .collect();
-    common::add_readers_of_everything(&store, &addresses).await;
+    common::add_readers_of_everything(store, &addresses).await;
     let engine =
-        Arc::new(Engine::new(store.clone(), &config, Arc::new(Metrics::default())).unwrap());
+        Arc::new(Engine::new(store.clone(), config, Arc::new(Metrics::default())).unwrap());
     engine.plan(&digest).await.unwrap();
     let (_tx, rx) = tokio::sync::watch::channel(false);
     let t = Instant::now();

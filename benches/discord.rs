@@ -100,14 +100,18 @@ fn main() {
             .route("/api/v10/webhooks/{id}/{token}", post(execute))
             .route("/stats", get(stats))
             .with_state(Arc::new(Api::default()));
-        return common::serve_in_child(app, "127.0.0.1");
+        return kdigest_testkit::net::serve_in_child(app, "127.0.0.1");
     }
-    let api = common::ChildServer::start(&["--api"]);
+    let api = kdigest_testkit::net::ChildServer::start(&["--api"]);
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("bench.sqlite");
     let config_path = dir.path().join("config.toml");
     let discord = format!("[discord]\napi_url = \"{}\"\n", api.base());
-    std::fs::write(&config_path, common::binary_config(&db, &discord)).unwrap();
+    std::fs::write(
+        &config_path,
+        kdigest_testkit::config::file_config_text(&db.display().to_string(), &discord),
+    )
+    .unwrap();
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -4,14 +4,13 @@
 //! Needs: pip install aiosmtpd rss2email. Figures in docs/PERFORMANCE.md.
 //!
 //! First, the same 1,000 newsletters to a sink that is not the bottleneck: the tests' SMTP
-//! server (tests/it/smtp.rs, a thread per connection), run in a process of its own by this
+//! server (crates/testkit/src/smtp.rs, a thread per connection), run in a process of its own by this
 //! binary re-executing itself with `--sink`. aiosmtpd is one Python thread and tops out
 //! near the rates measured here, so the throughput target is read against the fast sink.
 
 mod common;
-#[allow(dead_code)] // the bench uses the server, not the tests' readers
-#[path = "../tests/it/smtp.rs"]
-mod smtp;
+
+use kdigest_testkit::TestApp;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -109,7 +108,7 @@ impl Sink {
 /// number of messages it took and the seconds from the first to the last (read by
 /// watching the inbox every millisecond).
 fn sink(port: u16) {
-    let (_, mails) = smtp::spawn_smtp_on(port);
+    let (_, mails) = kdigest_testkit::smtp::spawn_smtp_on(port);
     let span = Arc::new(std::sync::Mutex::new((None::<Instant>, None::<Instant>, 0)));
     let watch = span.clone();
     std::thread::spawn(move || {
@@ -170,7 +169,11 @@ fn kdigest_run(sink: Sink, pool: u32) -> (usize, f64, f64) {
         sink.port
     );
     let config_path = dir.path().join("config.toml");
-    std::fs::write(&config_path, common::binary_config(&db, &tables)).unwrap();
+    std::fs::write(
+        &config_path,
+        kdigest_testkit::config::file_config_text(&db.display().to_string(), &tables),
+    )
+    .unwrap();
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -183,7 +186,7 @@ fn kdigest_run(sink: Sink, pool: u32) -> (usize, f64, f64) {
             let all = Filter::default();
             for (readers, language) in [(zh, "zh-CN"), (en, "en")] {
                 let addresses: Vec<Address> = readers.into_iter().map(address).collect();
-                common::add_readers(&store, &addresses, &all, language).await;
+                kdigest_testkit::app::add_readers(&store, &addresses, &all, language).await;
             }
             store.close().await;
         });
@@ -195,9 +198,9 @@ fn kdigest_run(sink: Sink, pool: u32) -> (usize, f64, f64) {
 
 /// One newsletter of the sample day, for its size and for rss2email's feed.
 async fn sample_newsletter() -> kdigest::render::Email {
-    let dir = tempfile::tempdir().unwrap();
-    let (store, digest) = common::fixture(&common::config(dir.path(), "")).await;
-    store.close().await;
+    let app = TestApp::builder().feeds_on_disk().build().await;
+    let digest = app.digest().await;
+    app.store.close().await;
     kdigest::render::Renderer::new("en", None)
         .unwrap()
         .email(
@@ -256,7 +259,7 @@ async fn run() {
             async move { ([("content-type", "application/atom+xml")], atom) }
         }),
     );
-    let feed_base = common::serve(app).await;
+    let feed_base = kdigest_testkit::net::serve(app).await;
     let sink = Sink::start();
     let r2e_dir = dir.path().join("r2e");
     std::fs::create_dir_all(&r2e_dir).unwrap();

@@ -170,9 +170,9 @@ async fn bench_fetch(config: &Config) {
                 ""
             }),
         );
-    let base = common::serve(app.clone()).await;
+    let base = kdigest_testkit::net::serve(app.clone()).await;
     // The hanging sources of the second scenario live on a host of their own.
-    let other_host = common::serve(app).await;
+    let other_host = kdigest_testkit::net::serve(app).await;
     let source = |i: usize, url: String| SourceConfig {
         name: format!("s{i}"),
         location: SourceLocation::Http(url.parse().unwrap()),

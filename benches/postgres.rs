@@ -73,7 +73,11 @@ impl Schema {
 async fn bench_planning(server: &str) -> Option<()> {
     let schema = Schema::create(server, "plan").await?;
     let dir = tempfile::tempdir().unwrap();
-    let config = common::config(dir.path(), "");
+    let config = kdigest_testkit::config::fixture_config(
+        &kdigest_testkit::config::disk_feeds_base(),
+        dir.path(),
+        "",
+    );
     let store = Store::open_postgres(&schema.url).await.unwrap();
     let digest = kdigest::pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
         .await
@@ -176,11 +180,10 @@ async fn bench_fan_out(server: &str, instances: usize, both: bool) -> Option<()>
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
 
     let dir = tempfile::tempdir().unwrap();
-    let feeds = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/feeds");
-    let config_text = format!(
-        "{}\n{}[delivery.webhook]\nper_sec = 100000.0\nper_destination_per_sec = 10.0\nconcurrency = 256\n",
-        kdigest::demo::DEMO_CONFIG.replace("{base}", &format!("file://{}", feeds.display())),
-        common::LOOPBACK_RECEIVERS,
+    // The store is on Postgres (below); the [storage] path is never opened.
+    let config_text = kdigest_testkit::config::file_config_text(
+        "unused.sqlite",
+        "[delivery.webhook]\nper_sec = 100000.0\nper_destination_per_sec = 10.0\nconcurrency = 256\n",
     );
     let config_path = dir.path().join("config.toml");
     std::fs::write(&config_path, &config_text).unwrap();

@@ -169,7 +169,7 @@ fn run_api() {
         .route("/services/{t}/{b}/{s}", post(slack))
         .route("/stats", get(stats))
         .with_state(api);
-    common::serve_in_child(app, "127.0.0.1");
+    kdigest_testkit::net::serve_in_child(app, "127.0.0.1");
 }
 
 /// The spacing kdigest keeps between two messages to one robot by default (ms): Feishu and
@@ -191,13 +191,14 @@ fn main() {
     if args.iter().any(|a| a == "--api") {
         return run_api();
     }
-    let api = common::ChildServer::start(&["--api"]);
+    let api = kdigest_testkit::net::ChildServer::start(&["--api"]);
     let base = api.base();
 
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("bench.sqlite");
     let config_path = dir.path().join("config.toml");
-    let config = common::binary_config(&db, "").replace("min_score = 60", "min_score = 40");
+    let config = kdigest_testkit::config::file_config_text(&db.display().to_string(), "")
+        .replace("min_score = 60", "min_score = 40");
     std::fs::write(&config_path, config).unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -8,6 +8,8 @@
 
 mod common;
 
+use kdigest_testkit::TestApp;
+
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -110,9 +112,9 @@ fn main() {
             .route("/{bot}/{method}", post(send))
             .route("/stats", get(stats))
             .with_state(Arc::new(Api::default()));
-        return common::serve_in_child(app, "127.0.0.1");
+        return kdigest_testkit::net::serve_in_child(app, "127.0.0.1");
     }
-    let api = common::ChildServer::start(&["--api"]);
+    let api = kdigest_testkit::net::ChildServer::start(&["--api"]);
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("bench.sqlite");
     let config_path = dir.path().join("config.toml");
@@ -120,7 +122,11 @@ fn main() {
         "[telegram]\napi_url = \"{}\"\ntoken_env = \"{TOKEN_ENV}\"\n",
         api.base()
     );
-    std::fs::write(&config_path, common::binary_config(&db, &telegram)).unwrap();
+    std::fs::write(
+        &config_path,
+        kdigest_testkit::config::file_config_text(&db.display().to_string(), &telegram),
+    )
+    .unwrap();
     // The binary reads the token from the environment it inherits.
     unsafe { std::env::set_var(TOKEN_ENV, "123:bench") };
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -130,9 +136,9 @@ fn main() {
     rt.block_on(async {
         // The lowest threshold whose zh-CN digest is three Telegram messages, read from
         // the same day generated here (the binary generates it again).
-        let scratch = tempfile::tempdir().unwrap();
-        let (scratch_store, digest) = common::fixture(&common::config(scratch.path(), "")).await;
-        scratch_store.close().await;
+        let scratch = TestApp::builder().feeds_on_disk().build().await;
+        let digest = scratch.digest().await;
+        scratch.store.close().await;
         let cache = kdigest::deliver::RenderCache::new(None);
         let filter = (0..100)
             .map(|t| Filter {
@@ -150,7 +156,7 @@ fn main() {
             .expect("some threshold gives three messages");
         let store = Store::open(&db).await.unwrap();
         let addresses: Vec<Address> = (1..=CHATS).map(Address::Telegram).collect();
-        common::add_readers(&store, &addresses, &filter, "zh-CN").await;
+        kdigest_testkit::app::add_readers(&store, &addresses, &filter, "zh-CN").await;
         store.close().await;
     });
     let elapsed = common::run_once(&config_path);

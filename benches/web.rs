@@ -5,6 +5,8 @@
 
 mod common;
 
+use kdigest_testkit::TestApp;
+
 use std::process::Command;
 use std::sync::Arc;
 
@@ -66,11 +68,12 @@ async fn main() {
         eprintln!("wrk is not installed: apt-get install wrk");
         std::process::exit(1);
     }
-    let dir = tempfile::tempdir().unwrap();
-    let config = common::config(dir.path(), "");
-    let (store, digest) = common::fixture(&config).await;
-    let blog =
-        Arc::new(kdigest::web::blog::Blog::new(store.clone(), Arc::new(config), false).unwrap());
+    let app = TestApp::builder().feeds_on_disk().toml("").build().await;
+    let digest = app.digest().await;
+    let (config, store) = (&app.config, &app.store);
+    let blog = Arc::new(
+        kdigest::web::blog::Blog::new(store.clone(), Arc::new(config.clone()), false).unwrap(),
+    );
     let services = kdigest::web::Services {
         blog: Some(blog.clone()),
         ..Default::default()

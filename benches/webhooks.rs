@@ -163,7 +163,7 @@ fn run_receiver(paused: Option<usize>, limit: Option<usize>) {
         .route("/stats", get(stats))
         .route("/ids", get(ids))
         .with_state(r);
-    common::serve_in_child(app, "0.0.0.0");
+    kdigest_testkit::net::serve_in_child(app, "0.0.0.0");
 }
 
 /// The loopback address of destination `i`: 127.0.x.y with y in 1..=250.
@@ -212,17 +212,20 @@ impl Scenario {
 }
 
 /// Starts the receiver process (this binary with `--receiver`).
-fn start_receiver(paused: Option<usize>, limit: Option<usize>) -> common::ChildServer {
+fn start_receiver(
+    paused: Option<usize>,
+    limit: Option<usize>,
+) -> kdigest_testkit::net::ChildServer {
     let arg = |v: Option<usize>| v.map_or("none".to_string(), |p| p.to_string());
-    common::ChildServer::start(&["--receiver", &arg(paused), &arg(limit)])
+    kdigest_testkit::net::ChildServer::start(&["--receiver", &arg(paused), &arg(limit)])
 }
 
 /// A configuration and store in `dir` with `destinations` webhook readers of everything
 /// pointing at the receiver on `port`; returns the configuration's path.
 fn prepare(dir: &std::path::Path, scenario: &Scenario, port: u16) -> std::path::PathBuf {
     let db = dir.join("bench.sqlite");
-    let config_text = common::binary_config(
-        &db,
+    let config_text = kdigest_testkit::config::file_config_text(
+        &db.display().to_string(),
         &format!(
             "[delivery.webhook]\nper_sec = 100000.0\nconcurrency = {CONCURRENCY}\n{}",
             scenario.per_destination.map_or(String::new(), |p| format!(

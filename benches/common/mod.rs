@@ -1,4 +1,6 @@
-//! Shared by the benchmark binaries.
+//! Shared by the benchmark binaries: what only benches need (peak memory, arrival tallies,
+//! the release binary's `run --once`); the set-ups they share with the tests are in the
+//! test kit (crates/testkit).
 
 /// Peak resident set size of this process so far (VmHWM), in MiB.
 #[allow(dead_code)]
@@ -10,38 +12,6 @@ pub fn peak_rss_mib() -> f64 {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap_or(0.0);
     kib / 1024.0
-}
-
-/// The demo configuration reading the bundled feeds from disk, plus `extra` TOML, with its
-/// database in `dir`.
-#[allow(dead_code)] // not every bench binary uses every helper
-pub fn config(dir: &std::path::Path, extra: &str) -> kdigest::config::Config {
-    let feeds = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/feeds");
-    let text = kdigest::demo::DEMO_CONFIG.replace("{base}", &format!("file://{}", feeds.display()));
-    let mut c = kdigest::config::Config::parse(&format!("{text}\n{extra}")).unwrap();
-    c.storage.path = dir.join("bench.sqlite");
-    // The benches' receivers listen on 127.0.0.1.
-    c.fetch.allow_private_networks = true;
-    c.delivery.allow_private_networks = true;
-    c
-}
-
-/// TOML for configurations the benches hand to the binary: their receivers listen on
-/// loopback addresses, which kdigest refuses by default. Followed by `[delivery.*]` tables.
-#[allow(dead_code)]
-pub const LOOPBACK_RECEIVERS: &str = "[delivery]\nallow_private_networks = true\n";
-
-/// The configuration file for `kdigest run --once` through the release binary: the demo's
-/// sources read from examples/feeds, the store at `db`, loopback receivers allowed, then
-/// `delivery` (`[delivery.*]` tables).
-#[allow(dead_code)]
-pub fn binary_config(db: &std::path::Path, delivery: &str) -> String {
-    let feeds = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/feeds");
-    format!(
-        "{}\n[storage]\npath = \"{}\"\n{LOOPBACK_RECEIVERS}{delivery}",
-        kdigest::demo::DEMO_CONFIG.replace("{base}", &format!("file://{}", feeds.display())),
-        db.display(),
-    )
 }
 
 /// `kdigest --config <config> run --once` of the fixture day (2026-10-28) through the
@@ -65,29 +35,6 @@ pub fn run_once(config: &std::path::Path) -> f64 {
     let status = spawn_run_once(config).wait().unwrap();
     assert!(status.success(), "kdigest run --once failed: {status}");
     t.elapsed().as_secs_f64()
-}
-
-/// The store and the fixture day's digest (2026-10-28) for `config`.
-#[allow(dead_code)]
-pub async fn fixture(
-    config: &kdigest::config::Config,
-) -> (kdigest::store::Store, kdigest::model::Digest) {
-    let store = kdigest::store::Store::open(&config.storage.path)
-        .await
-        .unwrap();
-    let d = kdigest::pipeline::generate(config, &store, kdigest::demo::demo_date(), &|_| {})
-        .await
-        .unwrap();
-    (store, d)
-}
-
-/// Serves `app` on a free loopback port; returns `http://127.0.0.1:<port>`.
-#[allow(dead_code)]
-pub async fn serve(app: axum::Router) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    base
 }
 
 /// What a mock API accepted: messages per destination and every arrival, for the
@@ -146,41 +93,6 @@ impl<K: std::hash::Hash + Eq + Copy> Tally<K> {
         let count = arrivals.iter().filter(|t| **t <= end).count();
         (count - 1) as f64 / end.duration_since(first).as_secs_f64()
     }
-}
-
-/// Adds one active English subscriber per address, all with the filter that keeps every
-/// event.
-#[allow(dead_code)]
-pub async fn add_readers_of_everything(
-    store: &kdigest::store::Store,
-    addresses: &[kdigest::subscriber::Address],
-) {
-    add_readers(store, addresses, &kdigest::model::Filter::default(), "en").await;
-}
-
-/// Active readers at `addresses`, each with `filter` and `language`.
-#[allow(dead_code)]
-pub async fn add_readers(
-    store: &kdigest::store::Store,
-    addresses: &[kdigest::subscriber::Address],
-    filter: &kdigest::model::Filter,
-    language: &str,
-) {
-    let active = kdigest::subscriber::Status::Active;
-    let rows: Vec<kdigest::store::NewSubscriber> = addresses
-        .iter()
-        .map(|a| kdigest::store::NewSubscriber {
-            address: a,
-            filter,
-            language,
-            status: &active,
-            notify_empty: false,
-        })
-        .collect();
-    store
-        .add_subscribers(&rows, chrono::Utc::now())
-        .await
-        .unwrap();
 }
 
 /// A receiver's limit: at most `limit` requests accepted in any one second (a sliding
@@ -276,66 +188,12 @@ pub async fn subscriber_ids(
         .collect()
 }
 
-/// A bench's receiver or mock API in a process of its own, as in production the receivers
-/// are not in kdigest's process: this bench binary started again with `args`, which
-/// serves with [`serve_in_child`] and prints its port first. Killed when dropped.
+/// One active English reader of everything per address.
 #[allow(dead_code)]
-pub struct ChildServer {
-    child: std::process::Child,
-    pub port: u16,
-}
-
-#[allow(dead_code)]
-impl ChildServer {
-    pub fn start(args: &[&str]) -> ChildServer {
-        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(args)
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        std::io::BufRead::read_line(
-            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
-            &mut line,
-        )
-        .unwrap();
-        let port = line.trim().parse().unwrap();
-        ChildServer { child, port }
-    }
-
-    pub fn base(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-
-    /// GET `path` as JSON; from synchronous code (it runs a runtime of its own).
-    pub fn json<T: serde::de::DeserializeOwned>(&self, path: &str) -> T {
-        let url = format!("{}{path}", self.base());
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap()
-            .block_on(async { reqwest::get(url).await.unwrap().json().await.unwrap() })
-    }
-}
-
-impl Drop for ChildServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// In the child of a [`ChildServer`]: serves `app` on a free port of `ip` (0.0.0.0 reaches
-/// every 127.x.y.z), prints the port, and serves until killed.
-#[allow(dead_code)]
-pub fn serve_in_child(app: axum::Router, ip: &str) {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(async {
-            let listener = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
-            println!("{}", listener.local_addr().unwrap().port());
-            axum::serve(listener, app).await.unwrap();
-        });
+pub async fn add_readers_of_everything(
+    store: &kdigest::store::Store,
+    addresses: &[kdigest::subscriber::Address],
+) {
+    let everything = kdigest::model::Filter::default();
+    kdigest_testkit::app::add_readers(store, addresses, &everything, "en").await;
 }

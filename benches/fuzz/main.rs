@@ -2,13 +2,12 @@
 //!
 //! Fuzzes kdigest's feed parsing and HTML to text (`feed`), every render (`render`), the
 //! configuration loader (`config`), the bot command parser (`command`) and the LLM reply
-//! check (`llm-reply`); see kit.rs for
-//! the engine. Without arguments (as `cargo bench` runs it) each target gets 20 s; the
+//! check (`llm-reply`); see the test kit's fuzz.rs
+//! (crates/testkit/src/fuzz.rs) for the engine. Without arguments (as `cargo bench` runs it) each target gets 20 s; the
 //! campaign of issue 30 is `cargo bench --bench fuzz -- all 600`. Findings (panics, runs
 //! slower than 1 s) are kept in target/fuzz/<target>/ and make the exit status 1.
 
-#[allow(dead_code)] // shared by the bench and the tests, which use different parts
-mod kit;
+use kdigest_testkit::fuzz as kit;
 
 use std::time::Duration;
 

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use crate::helpers::repo_root;
+use kdigest_testkit::feeds::repo_root;
 
 /// Top-level module of a file under src/: `deliver/engine.rs` -> `deliver`.
 fn module_of(src: &Path, file: &Path) -> String {

@@ -7,42 +7,34 @@ use chrono::{NaiveDate, Utc};
 use kdigest::metrics::Metrics;
 use kdigest::web::{Services, blog::Blog};
 
-use crate::helpers::{fixture_config, open_store, spawn_feed_server};
+use kdigest_testkit::TestApp;
 
 /// A blog on a loopback port over a store with the fixture day (zh-CN) and a copy of it
 /// a day earlier, titled with markup.
 struct Site {
     base: String,
-    store: kdigest::store::Store,
     blog: Arc<Blog>,
     newest: kdigest::model::Digest,
     client: reqwest::Client,
-    _feeds: crate::helpers::FeedServer,
-    _dir: tempfile::TempDir,
+    app: TestApp,
 }
 
 impl Site {
     async fn start() -> Site {
-        let feeds = spawn_feed_server().await;
-        let dir = tempfile::tempdir().unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}/", listener.local_addr().unwrap());
-        let config = fixture_config(
-            &format!("{}/feeds", feeds.base),
-            dir.path(),
-            &format!("[web]\npublic_url = \"{base}\"\n"),
-        );
-        let store = open_store(&config).await;
-        let newest =
-            kdigest::pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
-                .await
-                .unwrap();
+        let app = TestApp::builder()
+            .toml(&format!("[web]\npublic_url = \"{base}\"\n"))
+            .build()
+            .await;
+        let newest = app.digest().await;
         let mut older = newest.clone();
         older.date = NaiveDate::from_ymd_opt(2026, 10, 27).unwrap();
         older.title = "An older <digest> & friends".into();
-        store.save_digest(&older, Utc::now()).await.unwrap();
+        app.store.save_digest(&older, Utc::now()).await.unwrap();
 
-        let blog = Arc::new(Blog::new(store.clone(), Arc::new(config.clone()), false).unwrap());
+        let config = Arc::new(app.config.clone());
+        let blog = Arc::new(Blog::new(app.store.clone(), config, false).unwrap());
         let router = kdigest::web::router(
             Arc::new(Metrics::default()),
             Services {
@@ -53,12 +45,10 @@ impl Site {
         tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
         Site {
             base,
-            store,
             blog,
             newest,
             client: reqwest::Client::new(),
-            _feeds: feeds,
-            _dir: dir,
+            app,
         }
     }
 
@@ -80,7 +70,7 @@ impl Site {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readers_browse_digests_read_counts_and_the_atom_feed() {
     let site = &Site::start().await;
-    let (base, store, blog) = (&site.base, &site.store, &site.blog);
+    let (base, store, blog) = (&site.base, &site.app.store, &site.blog);
     let get = |path: &'static str| async move { Ok::<_, ()>(site.get(path).await) };
 
     let home = get("/").await.unwrap();

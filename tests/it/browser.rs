@@ -15,8 +15,11 @@ use std::time::Duration;
 use base64::Engine as _;
 use serde_json::{Value, json};
 
-use crate::helpers::{Process, kdigest, repo_root, write_file_config};
-use crate::smtp::{Mails, header, parts, spawn_smtp};
+use crate::kdigest;
+use kdigest_testkit::config::write_file_config;
+use kdigest_testkit::feeds::repo_root;
+use kdigest_testkit::net::Process;
+use kdigest_testkit::smtp::{Mails, header, parts, spawn_smtp};
 
 const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";

@@ -3,10 +3,11 @@
 use std::path::Path;
 use std::process::Output;
 
-use crate::helpers::{self, repo_root, write_file_config};
+use kdigest_testkit::config::write_file_config;
+use kdigest_testkit::feeds::repo_root;
 
 fn kdigest(config: &Path, args: &[&str]) -> Output {
-    helpers::kdigest(config, args)
+    crate::kdigest(config, args)
         .env("RUST_LOG", "error")
         .output()
         .unwrap()
@@ -174,7 +175,7 @@ fn bad_arguments_exit_2_with_the_right_form() {
 fn a_short_signing_key_is_refused_naming_the_fix_not_the_value() {
     let dir = tempfile::tempdir().unwrap();
     let config = file_config(dir.path());
-    let out = helpers::kdigest(&config, &["run", "--once", "--date", "2026-10-28"])
+    let out = crate::kdigest(&config, &["run", "--once", "--date", "2026-10-28"])
         .env("KDIGEST_SECRET", "hunter2-short")
         .output()
         .unwrap();
@@ -292,7 +293,7 @@ fn logs_to_a_pipe_have_no_colour_codes() {
     let dir = tempfile::tempdir().unwrap();
     let config = file_config(dir.path());
     // The bundled broken feed makes a warning; stderr is a pipe here.
-    let out = helpers::kdigest(&config, &["digest", "--date", "2026-10-28"])
+    let out = crate::kdigest(&config, &["digest", "--date", "2026-10-28"])
         .env("RUST_LOG", "warn")
         .output()
         .unwrap();

@@ -15,10 +15,11 @@ use kdigest::model::Filter;
 use kdigest::store::{NewSubscriber, Store};
 use kdigest::subscriber::{Address, Status};
 
-use crate::delivery::spawn_receiver;
-use crate::helpers::{kdigest, write_file_config};
-use crate::pg;
-use crate::telegram_mock::{ChatMode, TOKEN, spawn_mock};
+use crate::kdigest;
+use kdigest_testkit::config::write_file_config;
+use kdigest_testkit::pg;
+use kdigest_testkit::telegram::{ChatMode, TOKEN, spawn_mock};
+use kdigest_testkit::webhook::spawn_receiver;
 
 const DATE: &str = "2026-10-28";
 
@@ -87,7 +88,7 @@ async fn add_webhooks(store: &Store, hooks: &str, n: usize) {
 struct WebhookCluster {
     schema: pg::PgSchema,
     store: Store,
-    receiver: Arc<crate::delivery::Receiver>,
+    receiver: Arc<kdigest_testkit::webhook::Receiver>,
     config: std::path::PathBuf,
     /// Holds the config's directory; bind it (`_dir`) for as long as the test runs.
     _dir: tempfile::TempDir,
@@ -111,7 +112,7 @@ async fn webhook_cluster(n: usize, delay_ms: u64) -> Option<WebhookCluster> {
 }
 
 /// Every destination reached more than once got the same delivery id each time.
-fn assert_repeats_keep_their_ids(receiver: &crate::delivery::Receiver) {
+fn assert_repeats_keep_their_ids(receiver: &kdigest_testkit::webhook::Receiver) {
     let hits = receiver.hits.lock().unwrap().clone();
     let log = receiver.log.lock().unwrap().clone();
     for (path, _) in hits.iter().filter(|(_, n)| **n > 1) {

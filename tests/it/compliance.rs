@@ -9,7 +9,7 @@ use kdigest::render::Renderer;
 use kdigest::subscriber::{Address, Channel};
 use serde_json::Value;
 
-use crate::helpers::fixture_digest;
+use kdigest_testkit::TestApp;
 
 #[test]
 fn every_channel_stores_and_shows_its_address_without_its_credential() {
@@ -45,7 +45,9 @@ fn every_channel_stores_and_shows_its_address_without_its_credential() {
 
 #[tokio::test]
 async fn every_channel_renders_the_sample_day_within_its_platforms_limits() {
-    let (digest, config, _store, _dir) = fixture_digest().await;
+    let app = TestApp::start().await;
+    let digest = app.digest().await;
+    let config = &app.config;
     for language in ["zh-CN", "en"] {
         let d = digest.clone().in_language(language);
         let renderer = Renderer::new(language, None)

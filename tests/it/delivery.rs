@@ -1,18 +1,12 @@
 //! Subscribers, planning and the delivery engine against a loopback webhook receiver; the
 //! binary's `run --once` under kill -9 and under a second concurrent process.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::Router;
-use axum::body::Bytes;
-use axum::extract::{Path as UrlPath, State};
-use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::http::StatusCode;
 use chrono::Utc;
 use kdigest::deliver::engine::Engine;
 use kdigest::metrics::Metrics;
@@ -21,92 +15,11 @@ use kdigest::pipeline;
 use kdigest::store::Store;
 use kdigest::subscriber::{Address, Status};
 
-use crate::helpers::{
-    Process, fixture_config, kdigest, open_store, spawn_feed_server, write_file_config,
-};
-
-#[derive(Clone, Debug)]
-pub(crate) struct Received {
-    pub path: String,
-    pub delivery: String,
-    signature: Option<String>,
-    timestamp: String,
-    body: String,
-}
-
-/// A webhook receiver on loopback (also used by the cluster tests).
-#[derive(Default)]
-pub(crate) struct Receiver {
-    pub log: Mutex<Vec<Received>>,
-    pub hits: Mutex<BTreeMap<String, usize>>,
-    /// Delay (ms) before answering, for every request.
-    pub delay_ms: Mutex<u64>,
-    /// After this many requests, report on `tripped` and hold the answer for 5 s.
-    pub trip_after: Mutex<Option<usize>>,
-    pub tripped: Mutex<Option<tokio::sync::oneshot::Sender<()>>>,
-}
-
-async fn hook(
-    State(r): State<Arc<Receiver>>,
-    UrlPath(path): UrlPath<String>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let n = {
-        let mut hits = r.hits.lock().unwrap();
-        let n = hits.entry(path.clone()).or_default();
-        *n += 1;
-        *n
-    };
-    let header = |name: &str| {
-        headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string)
-    };
-    let total = {
-        let mut log = r.log.lock().unwrap();
-        log.push(Received {
-            path: path.clone(),
-            delivery: header("x-kdigest-delivery").unwrap_or_default(),
-            signature: header("x-kdigest-signature"),
-            timestamp: header("x-kdigest-timestamp").unwrap_or_default(),
-            body: String::from_utf8_lossy(&body).into_owned(),
-        });
-        log.len()
-    };
-    if *r.trip_after.lock().unwrap() == Some(total) {
-        if let Some(tx) = r.tripped.lock().unwrap().take() {
-            let _ = tx.send(());
-        }
-        tokio::time::sleep(Duration::from_secs(5)).await;
-    }
-    let delay = *r.delay_ms.lock().unwrap();
-    if delay > 0 {
-        tokio::time::sleep(Duration::from_millis(delay)).await;
-    }
-    match path.as_str() {
-        "gone" => StatusCode::GONE.into_response(),
-        "limited" if n == 1 => {
-            (StatusCode::TOO_MANY_REQUESTS, [(header::RETRY_AFTER, "1")]).into_response()
-        }
-        "flaky" if n == 1 => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
-        "slow" => {
-            tokio::time::sleep(Duration::from_secs(30)).await;
-            StatusCode::OK.into_response()
-        }
-        _ => StatusCode::NO_CONTENT.into_response(),
-    }
-}
-
-pub(crate) async fn spawn_receiver() -> (String, Arc<Receiver>) {
-    let receiver = Arc::new(Receiver::default());
-    let app = Router::new()
-        .route("/hook/{path}", post(hook))
-        .with_state(receiver.clone());
-    let base = format!("{}/hook", crate::helpers::serve(app).await);
-    (base, receiver)
-}
+use crate::kdigest;
+use kdigest_testkit::TestApp;
+use kdigest_testkit::config::write_file_config;
+use kdigest_testkit::net::Process;
+use kdigest_testkit::webhook::spawn_receiver;
 
 async fn add(store: &Store, address: &str, layers: &[&str], min_score: f64) -> i64 {
     let filter = Filter {
@@ -132,37 +45,34 @@ const DELIVERY_TOML: &str = "[delivery]\nmax_attempts = 3\nbackoff_base_secs = 0
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn webhook_deliveries_are_signed_filtered_retried_and_disabled_per_subscriber() {
-    let feeds = spawn_feed_server().await;
     let (hooks, receiver) = spawn_receiver().await;
-    let dir = tempfile::tempdir().unwrap();
     let secret_env = "KDIGEST_TEST_WEBHOOK_SECRET_ENGINE";
     unsafe { std::env::set_var(secret_env, "s3cret") };
     let extra = format!("{DELIVERY_TOML}webhook_secret_env = \"{secret_env}\"\n");
-    let config = fixture_config(&format!("{}/feeds", feeds.base), dir.path(), &extra);
-    let store = open_store(&config).await;
-    let digest = pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
-        .await
-        .unwrap();
+    let app = TestApp::builder().toml(&extra).build().await;
+    let config = &app.config;
+    let store = &app.store;
+    let digest = app.digest().await;
 
-    let all = add(&store, &format!("webhook:{hooks}/all"), &[], 0.0).await;
+    let all = add(store, &format!("webhook:{hooks}/all"), &[], 0.0).await;
     let runtime = add(
-        &store,
+        store,
         &format!("webhook:{hooks}/runtime"),
         &["runtime"],
         70.0,
     )
     .await;
-    let nothing = add(&store, &format!("webhook:{hooks}/nothing"), &[], 100.0).await;
-    let gone = add(&store, &format!("webhook:{hooks}/gone"), &[], 0.0).await;
-    let limited = add(&store, &format!("webhook:{hooks}/limited"), &[], 0.0).await;
-    let flaky = add(&store, &format!("webhook:{hooks}/flaky"), &[], 0.0).await;
-    let slow = add(&store, &format!("webhook:{hooks}/slow"), &[], 0.0).await;
+    let nothing = add(store, &format!("webhook:{hooks}/nothing"), &[], 100.0).await;
+    let gone = add(store, &format!("webhook:{hooks}/gone"), &[], 0.0).await;
+    let limited = add(store, &format!("webhook:{hooks}/limited"), &[], 0.0).await;
+    let flaky = add(store, &format!("webhook:{hooks}/flaky"), &[], 0.0).await;
+    let slow = add(store, &format!("webhook:{hooks}/slow"), &[], 0.0).await;
     // A second subscriber sharing the "all" filter: rendered once, sent twice.
-    let all2 = add(&store, &format!("webhook:{hooks}/all2"), &[], 0.0).await;
-    add(&store, "telegram:12345", &[], 0.0).await; // no Telegram sender yet: skipped, not lost
+    let all2 = add(store, &format!("webhook:{hooks}/all2"), &[], 0.0).await;
+    add(store, "telegram:12345", &[], 0.0).await; // no Telegram sender yet: skipped, not lost
 
     let engine =
-        Arc::new(Engine::new(store.clone(), &config, Arc::new(Metrics::default())).unwrap());
+        Arc::new(Engine::new(store.clone(), config, Arc::new(Metrics::default())).unwrap());
     let planned = engine.plan(&digest).await.unwrap();
     assert_eq!(
         planned, 7,
@@ -173,7 +83,7 @@ async fn webhook_deliveries_are_signed_filtered_retried_and_disabled_per_subscri
         0,
         "planning twice adds nothing"
     );
-    crate::helpers::run_until_idle(&engine, Duration::from_secs(10)).await;
+    kdigest_testkit::app::run_until_idle(&engine, Duration::from_secs(10)).await;
 
     let log = receiver.log.lock().unwrap().clone();
     let got = |p: &str| log.iter().filter(|r| r.path == p).count();
@@ -576,7 +486,7 @@ async fn the_daemon_comes_up_while_the_platforms_are_unreachable_and_healthz_nam
 /// Discord gateway pointed at a dead port; waits for `/healthz` to name every link in
 /// `down`, each "retrying with backoff", with no token in sight.
 async fn comes_up_with_platforms_unreachable(telegram_mode: &str, down: &[(&str, &str)]) {
-    let dead = crate::helpers::dead_port();
+    let dead = kdigest_testkit::net::dead_port();
     let dir = tempfile::tempdir().unwrap();
     let discord = if telegram_mode.is_empty() {
         format!(
@@ -931,16 +841,13 @@ async fn healthz_answers_behind_idle_clients(extra: &str, fd_limit: Option<u64>,
 /// when due.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reader_at_0930_berlin_gets_the_digest_then_and_not_before() {
-    let feeds = spawn_feed_server().await;
     let (hooks, receiver) = spawn_receiver().await;
-    let dir = tempfile::tempdir().unwrap();
-    let config = fixture_config(&format!("{}/feeds", feeds.base), dir.path(), DELIVERY_TOML);
-    let store = open_store(&config).await;
-    let digest = pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
-        .await
-        .unwrap();
-    add(&store, &format!("webhook:{hooks}/now"), &[], 0.0).await;
-    let berlin = add(&store, &format!("webhook:{hooks}/berlin"), &[], 0.0).await;
+    let app = TestApp::builder().toml(DELIVERY_TOML).build().await;
+    let config = &app.config;
+    let store = &app.store;
+    let digest = app.digest().await;
+    add(store, &format!("webhook:{hooks}/now"), &[], 0.0).await;
+    let berlin = add(store, &format!("webhook:{hooks}/berlin"), &[], 0.0).await;
     let at = kdigest::subscriber::LocalTime::parse("09:30", "Europe/Berlin").unwrap();
     let mut s = store.subscriber(berlin).await.unwrap().unwrap();
     s.deliver_at = Some(at);
@@ -952,7 +859,7 @@ async fn a_reader_at_0930_berlin_gets_the_digest_then_and_not_before() {
     );
 
     let engine =
-        Arc::new(Engine::new(store.clone(), &config, Arc::new(Metrics::default())).unwrap());
+        Arc::new(Engine::new(store.clone(), config, Arc::new(Metrics::default())).unwrap());
     let before = Utc::now();
     engine.plan(&digest).await.unwrap();
     let after = Utc::now();
@@ -973,7 +880,7 @@ async fn a_reader_at_0930_berlin_gets_the_digest_then_and_not_before() {
     let local = due.with_timezone(&chrono_tz::Europe::Berlin);
     assert_eq!(local.format("%H:%M").to_string(), "09:30");
 
-    crate::helpers::run_until_idle(&engine, Duration::from_secs(1)).await;
+    kdigest_testkit::app::run_until_idle(&engine, Duration::from_secs(1)).await;
     let got = |p: &str| {
         receiver
             .log
@@ -993,7 +900,7 @@ async fn a_reader_at_0930_berlin_gets_the_digest_then_and_not_before() {
         .execute(&db)
         .await
         .unwrap();
-    crate::helpers::run_until_idle(&engine, Duration::from_secs(1)).await;
+    kdigest_testkit::app::run_until_idle(&engine, Duration::from_secs(1)).await;
     assert_eq!(got("berlin"), 1, "delivered when due");
     assert_eq!(got("now"), 1);
 }
@@ -1006,13 +913,12 @@ async fn a_reader_at_0930_berlin_gets_the_digest_then_and_not_before() {
 async fn weekly_and_both_readers_get_the_roll_up_on_their_day() {
     use chrono::Datelike;
     use kdigest::subscriber::Cadence;
-    let feeds = spawn_feed_server().await;
     let (hooks, receiver) = spawn_receiver().await;
-    let dir = tempfile::tempdir().unwrap();
-    let config = fixture_config(&format!("{}/feeds", feeds.base), dir.path(), DELIVERY_TOML);
-    let store = open_store(&config).await;
+    let app = TestApp::builder().toml(DELIVERY_TOML).build().await;
+    let config = &app.config;
+    let store = &app.store;
     let date = kdigest::demo::demo_date();
-    let digest = pipeline::generate(&config, &store, date, &|_| {})
+    let digest = pipeline::generate(config, store, date, &|_| {})
         .await
         .unwrap();
     // The day before had the same lead story (and one of today's others): the roll-up
@@ -1030,7 +936,7 @@ async fn weekly_and_both_readers_get_the_roll_up_on_their_day() {
         ("both", Cadence::Both(day)),
         ("other", Cadence::Weekly(day.succ())),
     ] {
-        let id = add(&store, &format!("webhook:{hooks}/{path}"), &[], 0.0).await;
+        let id = add(store, &format!("webhook:{hooks}/{path}"), &[], 0.0).await;
         let mut s = store.subscriber(id).await.unwrap().unwrap();
         s.cadence = cadence;
         store.update_subscriber(&s, Utc::now()).await.unwrap();
@@ -1042,7 +948,7 @@ async fn weekly_and_both_readers_get_the_roll_up_on_their_day() {
     }
 
     let engine =
-        Arc::new(Engine::new(store.clone(), &config, Arc::new(Metrics::default())).unwrap());
+        Arc::new(Engine::new(store.clone(), config, Arc::new(Metrics::default())).unwrap());
     assert_eq!(
         engine.plan(&digest).await.unwrap(),
         4,
@@ -1053,7 +959,7 @@ async fn weekly_and_both_readers_get_the_roll_up_on_their_day() {
         0,
         "planning again adds nothing"
     );
-    crate::helpers::run_until_idle(&engine, Duration::from_secs(1)).await;
+    kdigest_testkit::app::run_until_idle(&engine, Duration::from_secs(1)).await;
     let db = sqlx::SqlitePool::connect(&format!("sqlite://{}", config.storage.path.display()))
         .await
         .unwrap();

@@ -15,10 +15,11 @@ use kdigest::store::Store;
 use kdigest::subscriber::{Address, Status};
 use serde_json::{Value, json};
 
-use crate::helpers::{
-    self, discord_spec, fixture_config, open_store, reference_dir, schema_problems,
-    spawn_feed_server, write_file_config,
-};
+use kdigest_testkit::TestApp;
+use kdigest_testkit::config::write_file_config;
+use kdigest_testkit::discord::discord_spec;
+use kdigest_testkit::discord::schema_problems;
+use kdigest_testkit::feeds::reference_dir;
 
 const OK_CHANNEL: u64 = 290_926_798_999_357_250;
 const GONE_CHANNEL: u64 = 290_926_798_999_357_251;
@@ -189,7 +190,7 @@ async fn spawn_discord() -> (String, Arc<Mock>) {
         )
         .route("/api/v10/webhooks/{id}/{token}", post(webhook))
         .with_state(mock.clone());
-    let base = crate::helpers::serve(app).await;
+    let base = kdigest_testkit::net::serve(app).await;
     (base, mock)
 }
 
@@ -206,7 +207,7 @@ async fn run_once_posts_embeds_to_channels_and_webhooks_and_disables_dead_ones()
         ),
     );
     let kdigest = |args: &[&str]| {
-        helpers::kdigest(&config_path, args)
+        crate::kdigest(&config_path, args)
             .env(env, "bot-token-secret")
             .output()
             .unwrap()
@@ -316,7 +317,7 @@ async fn a_global_429_holds_back_every_webhook_for_its_retry_after() {
             "[discord]\napi_url = \"{api}\"\n[delivery.discord]\nper_sec = 100.0\nper_destination_per_sec = 20.0\nconcurrency = 4\n"
         ),
     );
-    let kdigest = |args: &[&str]| helpers::kdigest(&config_path, args).output().unwrap();
+    let kdigest = |args: &[&str]| crate::kdigest(&config_path, args).output().unwrap();
     // The rate-limited webhook sorts first, then six others.
     let ids: Vec<u64> = std::iter::once(GLOBAL_429_HOOK_ID)
         .chain((1..=6).map(|i| GLOBAL_429_HOOK_ID + i))
@@ -336,7 +337,7 @@ async fn a_global_429_holds_back_every_webhook_for_its_retry_after() {
     loop {
         // At trace level, where every dependency logs its requests: the webhook's token
         // (plain or URL-encoded) and the signing key must still appear nowhere.
-        let out = helpers::kdigest(&config_path, &["run", "--once", "--date", "2026-10-28"])
+        let out = crate::kdigest(&config_path, &["run", "--once", "--date", "2026-10-28"])
             .env("RUST_LOG", "trace")
             .env(kdigest::tokens::SECRET_ENV, SIGNING_KEY)
             .output()
@@ -442,19 +443,15 @@ fn interaction(name: &str, options: Value, permissions: &str) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_interactions_endpoint_verifies_signatures_and_runs_the_shared_commands() {
-    let feeds = spawn_feed_server().await;
-    let dir = tempfile::tempdir().unwrap();
     let key = signing_key();
     let public = kdigest::parse::hex(key.verifying_key().as_bytes());
-    let config = fixture_config(
-        &format!("{}/feeds", feeds.base),
-        dir.path(),
-        &format!("[discord]\npublic_key = \"{public}\"\n"),
-    );
-    let store = open_store(&config).await;
-    kdigest::pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
-        .await
-        .unwrap();
+    let app = TestApp::builder()
+        .toml(&format!("[discord]\npublic_key = \"{public}\"\n"))
+        .build()
+        .await;
+    let config = &app.config;
+    let store = &app.store;
+    app.digest().await;
     let bot = DiscordBot::new(store.clone(), Arc::new(config.clone()));
     let services = kdigest::web::Services {
         bots: kdigest::bot::routes::Bots {

@@ -1,101 +1,27 @@
-//! Email through lettre against a real SMTP server on 127.0.0.1 (tests/it/smtp.rs, in
+//! Email through lettre against a real SMTP server on 127.0.0.1 (the test kit's smtp.rs, in
 //! process), and the one-click unsubscribe link it carries.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::Utc;
-use kdigest::deliver::engine::{Engine, Until};
-use kdigest::metrics::Metrics;
-use kdigest::model::Filter;
-use kdigest::subscriber::{Address, Status};
+use kdigest::deliver::engine::Until;
+use kdigest::subscriber::Status;
 
-use crate::helpers::{fixture_config, open_store, serve_account, spawn_feed_server};
-use crate::smtp::{header, spawn_smtp};
-
-/// The fixture day's digest stored, active email subscribers, and an engine with their
-/// deliveries planned.
-pub struct EmailDay {
-    pub config: kdigest::config::Config,
-    pub store: kdigest::store::Store,
-    pub digest: kdigest::model::Digest,
-    pub engine: Arc<Engine>,
-    pub ids: Vec<i64>,
-}
-
-/// Adds one active English reader of everything per address; their ids.
-pub async fn add_email_readers(store: &kdigest::store::Store, addresses: &[&str]) -> Vec<i64> {
-    let mut ids = Vec::new();
-    for a in addresses {
-        let address = Address::parse(&format!("email:{a}")).unwrap();
-        let id = store
-            .add_subscriber(
-                &address,
-                &Filter::default(),
-                "en",
-                &Status::Active,
-                false,
-                Utc::now(),
-            )
-            .await
-            .unwrap()
-            .unwrap();
-        ids.push(id);
-    }
-    ids
-}
-
-pub async fn email_day(
-    feeds: &str,
-    dir: &std::path::Path,
-    extra: &str,
-    addresses: &[&str],
-) -> EmailDay {
-    // The engine reads the signing key from the environment; every test sets the same one.
-    unsafe {
-        std::env::set_var(
-            kdigest::tokens::SECRET_ENV,
-            "test-signing-key-0123456789abcdef",
-        )
-    };
-    let config = fixture_config(&format!("{feeds}/feeds"), dir, extra);
-    let store = open_store(&config).await;
-    let digest = kdigest::pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
-        .await
-        .unwrap();
-    let ids = add_email_readers(&store, addresses).await;
-    let engine =
-        Arc::new(Engine::new(store.clone(), &config, Arc::new(Metrics::default())).unwrap());
-    assert_eq!(engine.plan(&digest).await.unwrap(), addresses.len() as u64);
-    EmailDay {
-        config,
-        store,
-        digest,
-        engine,
-        ids,
-    }
-}
+use kdigest_testkit::app::email_day;
+use kdigest_testkit::app::serve_account;
+use kdigest_testkit::smtp::{header, spawn_smtp};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn newsletters_arrive_as_multipart_with_list_headers_and_one_click_unsubscribe() {
-    let feeds = spawn_feed_server().await;
     let (smtp_port, mails) = spawn_smtp();
     let web = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let web_base = format!("http://{}/", web.local_addr().unwrap());
-    let dir = tempfile::tempdir().unwrap();
     let extra = format!(
         "[email]\nsmtp_host = \"127.0.0.1\"\nsmtp_port = {smtp_port}\ntls = \"none\"\nfrom = \"kdigest <digest@example.org>\"\nreply_to = \"editors@example.org\"\nlist_id = \"digest.example.org\"\nunsubscribe_mailto = \"unsubscribe@example.org\"\n[web]\npublic_url = \"{web_base}\"\n[delivery]\nmax_attempts = 2\nbackoff_base_secs = 0.2\n"
     );
-    let day = email_day(
-        &feeds.base,
-        dir.path(),
-        &extra,
-        &["alice@example.org", "bounce@example.org"],
-    )
-    .await;
-    let (config, store, digest, engine) = (day.config, day.store, day.digest, day.engine);
+    let day = email_day(&extra, &["alice@example.org", "bounce@example.org"]).await;
+    let (config, store, digest, engine) = (day.app.config, day.app.store, day.digest, day.engine);
     let (alice, bounce) = (day.ids[0], day.ids[1]);
-    crate::helpers::run_until_idle(&engine, Duration::from_secs(10)).await;
+    kdigest_testkit::app::run_until_idle(&engine, Duration::from_secs(10)).await;
 
     let received = mails.lock().unwrap().clone();
     assert_eq!(
@@ -209,10 +135,8 @@ async fn newsletters_arrive_as_multipart_with_list_headers_and_one_click_unsubsc
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relay_outage_pauses_email_without_using_attempts_or_bouncing_anyone() {
-    let feeds = spawn_feed_server().await;
     // A port with nothing listening: the relay is down.
-    let port = crate::helpers::dead_port();
-    let dir = tempfile::tempdir().unwrap();
+    let port = kdigest_testkit::net::dead_port();
     let extra = format!(
         "[email]\nsmtp_host = \"127.0.0.1\"\nsmtp_port = {port}\ntls = \"none\"\n[delivery]\nmax_attempts = 2\nbackoff_base_secs = 0.2\nbackoff_max_secs = 0.5\n"
     );
@@ -221,8 +145,8 @@ async fn a_relay_outage_pauses_email_without_using_attempts_or_bouncing_anyone()
         "reader1@example.org",
         "reader2@example.org",
     ];
-    let day = email_day(&feeds.base, dir.path(), &extra, &addresses).await;
-    let (store, digest, engine, ids) = (day.store, day.digest, day.engine, day.ids);
+    let day = email_day(&extra, &addresses).await;
+    let (store, digest, engine, ids) = (day.app.store, day.digest, day.engine, day.ids);
     // A one-off run does not wait out the outage: it stops with everything still queued.
     // Three runs, each after the last pause ended: with max_attempts = 2, counted attempts
     // would have failed the deliveries.
@@ -254,9 +178,9 @@ async fn a_relay_outage_pauses_email_without_using_attempts_or_bouncing_anyone()
     );
 
     // The relay comes back on the same port: after the pause everything goes out.
-    let (_, mails) = crate::smtp::spawn_smtp_on(port);
+    let (_, mails) = kdigest_testkit::smtp::spawn_smtp_on(port);
     tokio::time::sleep(Duration::from_millis(600)).await;
-    crate::helpers::run_until_idle(&engine, Duration::from_secs(5)).await;
+    kdigest_testkit::app::run_until_idle(&engine, Duration::from_secs(5)).await;
     assert_eq!(mails.lock().unwrap().len(), 3);
     let counts = store.delivery_counts(digest.date).await.unwrap();
     assert_eq!((counts.pending, counts.sent), (0, 3));

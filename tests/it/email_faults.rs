@@ -10,9 +10,10 @@ use std::time::{Duration, Instant};
 
 use kdigest::subscriber::Status;
 
-use crate::email::{add_email_readers, email_day};
-use crate::helpers::{run_until_idle, spawn_feed_server};
-use crate::smtp::{Fault, header, spawn_faulty_smtp, spawn_silent_relay, spawn_smtp};
+use kdigest_testkit::app::run_until_idle;
+use kdigest_testkit::app::{add_email_readers, email_day};
+use kdigest_testkit::feeds::spawn_feed_server;
+use kdigest_testkit::smtp::{Fault, header, spawn_faulty_smtp, spawn_silent_relay, spawn_smtp};
 
 /// Seeded runs of the fault mix, each sending the digest to 20 new readers: 20 by default,
 /// `KDIGEST_TEST_SEEDS` for more (the closing figure, 50, is measured with it).
@@ -54,11 +55,11 @@ fn config(port: u16, extra: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_mail_is_lost_to_drops_silence_or_421_451_452_over_seeded_runs() {
-    let feeds = spawn_feed_server().await;
+    let _feeds = spawn_feed_server().await;
     let (port, mails) = spawn_faulty_smtp(Arc::new(seeded));
-    let dir = tempfile::tempdir().unwrap();
-    let day = email_day(&feeds.base, dir.path(), &config(port, ""), &[]).await;
-    let (store, digest, engine) = (&day.store, &day.digest, &day.engine);
+    let _dir = tempfile::tempdir().unwrap();
+    let day = email_day(&config(port, ""), &[]).await;
+    let (store, digest, engine) = (&day.app.store, &day.digest, &day.engine);
     let mut readers = Vec::new();
     for seed in 0..seeds() {
         let addresses: Vec<String> = (0..READERS)
@@ -122,17 +123,11 @@ async fn no_mail_is_lost_to_drops_silence_or_421_451_452_over_seeded_runs() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relay_that_never_greets_pauses_email_within_the_timeout() {
-    let feeds = spawn_feed_server().await;
+    let _feeds = spawn_feed_server().await;
     let port = spawn_silent_relay();
-    let dir = tempfile::tempdir().unwrap();
+    let _dir = tempfile::tempdir().unwrap();
     let addresses = ["reader0@example.org", "reader1@example.org"];
-    let day = email_day(
-        &feeds.base,
-        dir.path(),
-        &config(port, "timeout_secs = 0.5"),
-        &addresses,
-    )
-    .await;
+    let day = email_day(&config(port, "timeout_secs = 0.5"), &addresses).await;
     let started = Instant::now();
     tokio::time::timeout(
         Duration::from_secs(10),
@@ -145,7 +140,12 @@ async fn a_relay_that_never_greets_pauses_email_within_the_timeout() {
         "{:?}",
         started.elapsed()
     );
-    let counts = day.store.delivery_counts(day.digest.date).await.unwrap();
+    let counts = day
+        .app
+        .store
+        .delivery_counts(day.digest.date)
+        .await
+        .unwrap();
     assert_eq!(
         (counts.pending, counts.sending, counts.failed),
         (2, 0, 0),
@@ -162,9 +162,9 @@ async fn a_relay_that_never_greets_pauses_email_within_the_timeout() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relay_without_starttls_pauses_email_and_healthz_says_why() {
-    let feeds = spawn_feed_server().await;
+    let _feeds = spawn_feed_server().await;
     let (port, mails) = spawn_smtp();
-    let dir = tempfile::tempdir().unwrap();
+    let _dir = tempfile::tempdir().unwrap();
     let extra =
         format!("[email]\nsmtp_host = \"127.0.0.1\"\nsmtp_port = {port}\ntls = \"starttls\"\n");
     let addresses = [
@@ -172,16 +172,21 @@ async fn a_relay_without_starttls_pauses_email_and_healthz_says_why() {
         "reader1@example.org",
         "reader2@example.org",
     ];
-    let day = email_day(&feeds.base, dir.path(), &extra, &addresses).await;
+    let day = email_day(&extra, &addresses).await;
     run_until_idle(&day.engine, Duration::from_secs(2)).await;
     assert!(
         mails.lock().unwrap().is_empty(),
         "nothing went out in clear text"
     );
-    let counts = day.store.delivery_counts(day.digest.date).await.unwrap();
+    let counts = day
+        .app
+        .store
+        .delivery_counts(day.digest.date)
+        .await
+        .unwrap();
     assert_eq!((counts.pending, counts.failed), (3, 0));
     for id in &day.ids {
-        let s = day.store.subscriber(*id).await.unwrap().unwrap();
+        let s = day.app.store.subscriber(*id).await.unwrap().unwrap();
         assert_eq!(s.status, Status::Active);
     }
     let problems = day.engine.problems().await;

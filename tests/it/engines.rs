@@ -9,7 +9,7 @@ use kdigest::model::{Filter, Score};
 use kdigest::store::{PlannedDelivery, Settled, Store};
 use kdigest::subscriber::{Address, Channel, Edition, Status};
 
-use crate::pg;
+use kdigest_testkit::pg;
 
 /// Runs one contract on a fresh SQLite file and on a fresh Postgres schema.
 macro_rules! on_both_engines {
@@ -26,7 +26,7 @@ macro_rules! on_both_engines {
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn postgres() {
-                let Some(schema) = crate::pg::schema().await else {
+                let Some(schema) = kdigest_testkit::pg::schema().await else {
                     return;
                 };
                 let store = kdigest::store::Store::open_postgres(&schema.url)

@@ -4,7 +4,7 @@
 
 use std::process::Command;
 
-use crate::helpers::repo_root;
+use kdigest_testkit::feeds::repo_root;
 
 fn eval(dir: &std::path::Path) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_kdigest"))

@@ -6,12 +6,12 @@ use std::time::Instant;
 
 use kdigest::pipeline;
 
-use crate::helpers::{fixture_config, open_store, spawn_feed_server};
+use kdigest_testkit::TestApp;
+use kdigest_testkit::feeds::spawn_feed_server;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_broken_source_is_named_and_the_digest_still_completes() {
     let server = spawn_feed_server().await;
-    let dir = tempfile::tempdir().unwrap();
     let b = &server.base;
     let faulty = [
         ("hang", format!("{b}/hang")),
@@ -35,12 +35,9 @@ async fn every_broken_source_is_named_and_the_digest_still_completes() {
             "\n[[sources]]\nname = \"{name}\"\nurl = \"{url}\"\nkind = \"blog\"\n"
         ));
     }
-    let config = fixture_config(&format!("{b}/feeds"), dir.path(), &extra);
-    let store = open_store(&config).await;
+    let app = TestApp::builder().feeds(server).toml(&extra).build().await;
     let started = Instant::now();
-    let digest = pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
-        .await
-        .unwrap();
+    let digest = app.digest().await;
     let elapsed = started.elapsed();
     // Bounded by the per-source deadline, not by how long the servers would keep us.
     assert!(
@@ -112,9 +109,9 @@ async fn every_broken_source_is_named_and_the_digest_still_completes() {
         error_of("nofile")
     );
     // 500 is retried (1 + 2 retries); a 429 with Retry-After: 1 is waited out and succeeds.
-    assert_eq!(server.hits.always_500.load(Ordering::SeqCst), 3);
+    assert_eq!(app.feeds.hits.always_500.load(Ordering::SeqCst), 3);
     assert!(error_of("flaky429").is_empty(), "{}", error_of("flaky429"));
-    assert_eq!(server.hits.flaky_429.load(Ordering::SeqCst), 2);
+    assert_eq!(app.feeds.hits.flaky_429.load(Ordering::SeqCst), 2);
     let counts: Vec<(&str, usize)> = digest
         .source_counts
         .iter()
@@ -130,7 +127,7 @@ async fn every_broken_source_is_named_and_the_digest_still_completes() {
         digest.failed_sources
     );
 
-    let health = store.source_health().await.unwrap();
+    let health = app.store.source_health().await.unwrap();
     let hang = health.iter().find(|h| h.source == "hang").unwrap();
     assert_eq!(hang.consecutive_failures, 1);
     assert!(
@@ -176,11 +173,8 @@ async fn a_megabyte_title_becomes_a_bounded_item_and_valid_telegram_messages() {
         "[[sources]]\nname = \"hostile\"\nurl = \"{}\"\nkind = \"blog\"\n",
         path.display()
     );
-    let config = fixture_config(&format!("{}/feeds", server.base), dir.path(), &extra);
-    let store = open_store(&config).await;
-    let digest = pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
-        .await
-        .unwrap();
+    let app = TestApp::builder().feeds(server).toml(&extra).build().await;
+    let digest = app.digest().await;
     let hostile = digest
         .events()
         .find(|e| e.sources.iter().any(|s| s.name == "hostile"))
@@ -200,7 +194,7 @@ async fn a_megabyte_title_becomes_a_bounded_item_and_valid_telegram_messages() {
         assert!(messages.len() <= 6, "{} messages", messages.len());
         for m in messages.iter() {
             let m: kdigest::channels::telegram::render::Message = serde_json::from_str(m).unwrap();
-            let problems = crate::helpers::telegram_html_problems(&m.html);
+            let problems = kdigest_testkit::telegram::telegram_html_problems(&m.html);
             assert!(problems.is_empty(), "{problems:?}");
         }
     }
@@ -209,7 +203,6 @@ async fn a_megabyte_title_becomes_a_bounded_item_and_valid_telegram_messages() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_source_queued_behind_slow_ones_on_its_host_is_not_failed_by_them() {
     let server = spawn_feed_server().await;
-    let dir = tempfile::tempdir().unwrap();
     let b = &server.base;
     // Four hanging sources hold all four permits of the host; a good source on the same
     // host waits for one. Its deadline starts when it holds a permit, not before.
@@ -223,11 +216,8 @@ async fn a_source_queued_behind_slow_ones_on_its_host_is_not_failed_by_them() {
     extra.push_str(&format!(
         "\n[[sources]]\nname = \"queued\"\nurl = \"{b}/feeds/triton-releases.atom\"\nkind = \"github_releases\"\n"
     ));
-    let config = fixture_config(&format!("{b}/feeds"), dir.path(), &extra);
-    let store = open_store(&config).await;
-    let digest = pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
-        .await
-        .unwrap();
+    let app = TestApp::builder().feeds(server).toml(&extra).build().await;
+    let digest = app.digest().await;
     let failed: Vec<&str> = digest
         .failed_sources
         .iter()
@@ -247,7 +237,6 @@ async fn sources_hanging_on_one_host_hold_it_for_at_most_one_and_a_half_timeouts
     // beyond 1.5 timeouts, and those still queued then are named as not fetched.
     let hanging = spawn_feed_server().await;
     let good = spawn_feed_server().await;
-    let dir = tempfile::tempdir().unwrap();
     let mut extra =
         String::from("[fetch]\ntimeout_secs = 1.0\nretries = 0\nper_host_concurrency = 4\n");
     for i in 0..16 {
@@ -256,11 +245,8 @@ async fn sources_hanging_on_one_host_hold_it_for_at_most_one_and_a_half_timeouts
             hanging.base
         ));
     }
-    let config = fixture_config(&format!("{}/feeds", good.base), dir.path(), &extra);
-    let store = open_store(&config).await;
-    let digest = pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
-        .await
-        .unwrap();
+    let app = TestApp::builder().feeds(good).toml(&extra).build().await;
+    let digest = app.digest().await;
     // The fixture's one broken feed fails as always; of the others only the hanging ones.
     let (failed, others): (Vec<_>, Vec<_>) = digest
         .failed_sources
@@ -287,16 +273,12 @@ async fn sources_hanging_on_one_host_hold_it_for_at_most_one_and_a_half_timeouts
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_feed_that_parses_past_its_budget_fails_alone_and_is_named() {
-    let server = spawn_feed_server().await;
-    let dir = tempfile::tempdir().unwrap();
     // A budget no parse can meet: every source fails, each named with the reason.
-    let config = fixture_config(
-        &format!("{}/feeds", server.base),
-        dir.path(),
-        "[fetch]\nparse_budget_secs = 0.000001\n",
-    );
-    let store = open_store(&config).await;
-    let error = pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
+    let app = TestApp::builder()
+        .toml("[fetch]\nparse_budget_secs = 0.000001\n")
+        .build()
+        .await;
+    let error = pipeline::generate(&app.config, &app.store, kdigest::demo::demo_date(), &|_| {})
         .await
         .unwrap_err();
     let shown = format!("{error:#}");

@@ -17,32 +17,26 @@ use kdigest::web::Services;
 use kdigest::web::account::Account;
 use kdigest::web::blog::Blog;
 
-use crate::helpers::{
-    add_reader, fixture_config, kdigest, open_store, spawn_feed_server, write_file_config,
-};
+use crate::kdigest;
+use kdigest_testkit::TestApp;
+use kdigest_testkit::app::add_reader;
+use kdigest_testkit::config::write_file_config;
 
 const FORM: &str = "application/x-www-form-urlencoded";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn email_links_and_web_buttons_count_one_vote_per_reader_and_refuse_forgeries() {
-    let feeds = spawn_feed_server().await;
-    let dir = tempfile::tempdir().unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}/", listener.local_addr().unwrap());
-    let config = fixture_config(
-        &format!("{}/feeds", feeds.base),
-        dir.path(),
-        &format!(
+    let app = TestApp::builder().toml(&format!(
             "[email]\nsmtp_host = \"127.0.0.1\"\ntls = \"none\"\nfrom = \"kdigest <digest@example.org>\"\nlist_id = \"digest.example.org\"\n[web]\npublic_url = \"{base}\"\n"
-        ),
-    );
-    let store = open_store(&config).await;
-    let digest = kdigest::pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
-        .await
-        .unwrap();
+        )).build().await;
+    let config = &app.config;
+    let store = &app.store;
+    let digest = app.digest().await;
     let secret = Secret::new("feedback-test-signing-key-0123456789");
     let blog = Arc::new(Blog::new(store.clone(), Arc::new(config.clone()), false).unwrap());
-    let account = Account::new(store.clone(), &config, secret.clone(), None).unwrap();
+    let account = Account::new(store.clone(), config, secret.clone(), None).unwrap();
     let router = kdigest::web::router(
         Arc::new(Metrics::default()),
         Services {
@@ -59,8 +53,8 @@ async fn email_links_and_web_buttons_count_one_vote_per_reader_and_refuse_forger
     let event = digest.events().next().unwrap().id.clone();
 
     // The newsletter a subscriber receives has a 👍 and a 👎 link per event, signed for them.
-    let alice = add_reader(&store, "email:alice@example.org").await;
-    let bob = add_reader(&store, "email:bob@example.org").await;
+    let alice = add_reader(store, "email:alice@example.org").await;
+    let bob = add_reader(store, "email:bob@example.org").await;
     let mailer =
         EmailSender::with_secrets(&config.channels.email, secret.clone(), None, None).unwrap();
     let renderer = kdigest::render::Renderer::new("en", None)
@@ -77,8 +71,8 @@ async fn email_links_and_web_buttons_count_one_vote_per_reader_and_refuse_forger
             .formatted(),
     )
     .unwrap();
-    let text = crate::smtp::parts(&mail, "text/plain").join("\n");
-    let html = crate::smtp::parts(&mail, "text/html").join("\n");
+    let text = kdigest_testkit::smtp::parts(&mail, "text/plain").join("\n");
+    let html = kdigest_testkit::smtp::parts(&mail, "text/html").join("\n");
     let up_link = format!(
         "{base}vote/{}/{event}/up",
         sign(&secret, Purpose::Vote, alice, 0)
@@ -218,7 +212,7 @@ async fn email_links_and_web_buttons_count_one_vote_per_reader_and_refuse_forger
     assert!(permalink.contains("👍 1 · 👎 2"), "{permalink}");
 
     // The editor's report: by source and by layer.
-    let file = write_file_config(dir.path(), "kdigest.sqlite", "");
+    let file = write_file_config(app.dir.path(), "kdigest.sqlite", "");
     let out = kdigest(&file, &["feedback", "--days", "7"])
         .output()
         .unwrap();
@@ -243,14 +237,11 @@ async fn email_links_and_web_buttons_count_one_vote_per_reader_and_refuse_forger
 /// recomputed as they vote, and their events pass a threshold they would otherwise miss.
 #[tokio::test]
 async fn a_boosted_reader_s_liked_layer_passes_their_threshold() {
-    let feeds = spawn_feed_server().await;
-    let dir = tempfile::tempdir().unwrap();
-    let config = fixture_config(&format!("{}/feeds", feeds.base), dir.path(), "");
-    let store = open_store(&config).await;
-    let digest = kdigest::pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
-        .await
-        .unwrap();
-    let id = add_reader(&store, "telegram:4242").await;
+    let app = TestApp::start().await;
+    let _config = &app.config;
+    let store = &app.store;
+    let digest = app.digest().await;
+    let id = add_reader(store, "telegram:4242").await;
     let mut s = store.subscriber(id).await.unwrap().unwrap();
     s.filter.boost = Some(Default::default());
     store.update_subscriber(&s, Utc::now()).await.unwrap();

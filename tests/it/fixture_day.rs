@@ -8,7 +8,10 @@ use kdigest::locale::Locale;
 use kdigest::model::{Digest, Filter, ItemKind, Score};
 use kdigest::pipeline;
 
-use crate::helpers::{fixture_config, fixture_digest, open_store, spawn_feed_server};
+use kdigest_testkit::TestApp;
+use kdigest_testkit::app::open_store;
+use kdigest_testkit::config::fixture_config;
+use kdigest_testkit::feeds::spawn_feed_server;
 
 fn titles(events: &[kdigest::model::DigestEvent]) -> Vec<&str> {
     events.iter().map(|e| e.title.as_str()).collect()
@@ -16,7 +19,8 @@ fn titles(events: &[kdigest::model::DigestEvent]) -> Vec<&str> {
 
 #[tokio::test]
 async fn sections_ranking_and_window_match_an_experts_reading() {
-    let (d, _, _, _dir) = fixture_digest().await;
+    let app = TestApp::start().await;
+    let d = app.digest().await;
     assert_eq!(d.window.start.to_rfc3339(), "2026-10-27T08:00:00+08:00");
     assert_eq!(d.window.end.to_rfc3339(), "2026-10-28T08:00:00+08:00");
     assert_eq!(d.generation_mode, "extractive");
@@ -58,7 +62,8 @@ async fn sections_ranking_and_window_match_an_experts_reading() {
 
 #[tokio::test]
 async fn paper_and_blog_post_about_it_become_one_event_with_both_sources() {
-    let (d, _, _, _dir) = fixture_digest().await;
+    let app = TestApp::start().await;
+    let d = app.digest().await;
     let tilefuse = d
         .events()
         .find(|e| e.title.starts_with("TileFuse"))
@@ -81,7 +86,8 @@ async fn paper_and_blog_post_about_it_become_one_event_with_both_sources() {
 
 #[tokio::test]
 async fn counts_failures_and_layers_are_reported() {
-    let (d, _, _, _dir) = fixture_digest().await;
+    let app = TestApp::start().await;
+    let d = app.digest().await;
     let counts: Vec<(&str, usize)> = d
         .source_counts
         .iter()
@@ -119,14 +125,17 @@ async fn counts_failures_and_layers_are_reported() {
 
 #[tokio::test]
 async fn calibration_patch_below_minor_and_application_papers_below_minimum() {
-    let (_, config, store, _dir) = fixture_digest().await;
-    let window = window_for(kdigest::demo::demo_date(), &config);
+    let app = TestApp::start().await;
+    app.digest().await;
+    let config = &app.config;
+    let store = &app.store;
+    let window = window_for(kdigest::demo::demo_date(), config);
     let names: Vec<String> = config.sources.iter().map(|s| s.name.clone()).collect();
     let items = store.items_in_window(&names, &window).await.unwrap();
     let all = candidates(
         items,
         &window,
-        &config,
+        config,
         &Classifier::new(&config.layers, &config.relevance),
     );
     let score = |needle: &str| {
@@ -153,7 +162,9 @@ async fn calibration_patch_below_minor_and_application_papers_below_minimum() {
 
 #[tokio::test]
 async fn filtering_keeps_matching_events_and_rebuilds_the_sections() {
-    let (d, config, _, _dir) = fixture_digest().await;
+    let app = TestApp::start().await;
+    let d = app.digest().await;
+    let config = &app.config;
     let locale = Locale::builtin(&config.digest.language);
     let f = Filter {
         layers: BTreeSet::from(["runtime".to_string()]),
@@ -221,7 +232,9 @@ fn has_han(text: &str) -> bool {
 
 #[tokio::test]
 async fn every_reader_gets_kdigests_words_in_their_own_language() {
-    let (d, config, _, _dir) = fixture_digest().await;
+    let app = TestApp::start().await;
+    let d = app.digest().await;
+    let config = &app.config;
     assert_eq!(config.digest.language, "zh-CN");
     // The fixture day has events whose "why it matters" kdigest writes itself (no impact
     // sentence in the source) and a watch list it always writes.
@@ -269,7 +282,9 @@ async fn every_reader_gets_kdigests_words_in_their_own_language() {
 
 #[tokio::test]
 async fn events_are_numbered_once_per_digest_and_filtering_keeps_the_numbers() {
-    let (d, config, _, _dir) = fixture_digest().await;
+    let app = TestApp::start().await;
+    let d = app.digest().await;
+    let config = &app.config;
     let numbers: Vec<usize> = d.events().map(|e| e.n).collect();
     assert_eq!(numbers, (1..=numbers.len()).collect::<Vec<_>>());
     assert!(!d.papers.is_empty() && !d.key_changes.is_empty());
@@ -308,7 +323,8 @@ async fn events_are_numbered_once_per_digest_and_filtering_keeps_the_numbers() {
 
 #[tokio::test]
 async fn breaking_and_behaviour_changes_lead_why_it_matters_and_name_the_watch_item() {
-    let (d, _, _, _dir) = fixture_digest().await;
+    let app = TestApp::start().await;
+    let d = app.digest().await;
     let event = |prefix: &str| titled(&d, prefix);
     // CUTLASS 5.0's notes have a "Breaking changes" section; PyTorch's "Backwards
     // Incompatible Changes"; Triton's "Breaking changes" after its bug fixes. A change in
@@ -409,7 +425,8 @@ async fn breaking_and_behaviour_changes_lead_why_it_matters_and_name_the_watch_i
 
 #[tokio::test]
 async fn the_headline_and_overview_are_written_in_the_readers_language() {
-    let (d, _, _, _dir) = fixture_digest().await;
+    let app = TestApp::start().await;
+    let d = app.digest().await;
     assert_eq!(
         d.title,
         "CUTLASS 5.0.0 与 Triton v3.6.0 发布；另有 3 个版本更新、4 篇论文和 1 篇技术文章"
@@ -464,7 +481,8 @@ async fn the_headline_and_overview_are_written_in_the_readers_language() {
 
 #[tokio::test]
 async fn a_chinese_why_says_the_main_result_in_chinese_before_quoting_it() {
-    let (d, _, _, _dir) = fixture_digest().await;
+    let app = TestApp::start().await;
+    let d = app.digest().await;
     let why = |prefix: &str| titled(&d, prefix).why_it_matters.clone();
     // The figure the overview names, with what it measures, then the source's words.
     let tilefuse = why("TileFuse");

@@ -5,7 +5,8 @@
 
 use serde_json::Value;
 
-use crate::helpers::{kdigest, repo_root};
+use crate::kdigest;
+use kdigest_testkit::feeds::repo_root;
 
 fn config(dir: &std::path::Path, extra: &str) -> std::path::PathBuf {
     let feeds = repo_root().join("tests/fixtures/followup/feeds");

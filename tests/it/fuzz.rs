@@ -1,9 +1,7 @@
 //! Short runs of the fuzz targets in the suite (the long campaign is
 //! `cargo bench --bench fuzz -- all 600`, figures in docs/PERFORMANCE.md).
 
-#[path = "../../benches/fuzz/kit.rs"]
-#[allow(dead_code)] // shared by the bench and the tests, which use different parts
-mod kit;
+use kdigest_testkit::fuzz as kit;
 
 /// Each target on its seeds (the repository's real feeds, configs and commands) and a few
 /// hundred mutations of them: no panic. Speed is the bench's business, not asserted here.

@@ -12,35 +12,14 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use kdigest::pipeline;
+use kdigest_testkit::TestApp;
+use kdigest_testkit::llm::{HEADLINE, KEY, OVERVIEW, good, reply};
 use serde_json::{Value, json};
-
-use crate::helpers::{fixture_config, open_store, spawn_feed_server};
-
-pub(crate) const KEY: &str = "sk-test-secret-value-123";
-/// The day's headline and overview as a model writes them: versions shorter than the tags,
-/// Chinese around the sources' figures.
-pub(crate) const HEADLINE: &str = "CUTLASS 5.0 与 Triton 3.6 发布，另有四篇内核与编译论文";
-pub(crate) const OVERVIEW: &str = "CUTLASS 5.0 让 CuTe DSL 成为主要接口，FP4 GEMM 最高比 cuBLAS 快 1.6 倍；TileFuse 在 B200 上达到 1,530 TFLOPS。";
 
 #[derive(Default)]
 struct Mock {
     requests: AtomicUsize,
     bad_auth: AtomicUsize,
-}
-
-/// A chat completion as DeepSeek answers it, with its `usage`.
-pub(crate) fn reply(content: &str, finish: &str) -> Response {
-    Json(json!({
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}],
-        "usage": {"prompt_tokens": 1000, "completion_tokens": 100, "total_tokens": 1100},
-    }))
-    .into_response()
-}
-
-/// A good reply in the digest's language (zh-CN, the demo's): the guard refuses others.
-pub(crate) fn good(summary: &str) -> String {
-    json!({"summary": summary, "why_it_matters": "它改变了内核的编写方式。", "brief": summary, "watch": "关注后续采用情况。"})
-        .to_string()
 }
 
 /// Behaviour chosen by the event the request is about.
@@ -122,25 +101,18 @@ async fn spawn_llm() -> (String, Arc<Mock>) {
     let app = Router::new()
         .route("/v1/chat/completions", post(chat))
         .with_state(mock.clone());
-    let base = format!("{}/v1", crate::helpers::serve(app).await);
-    (base, mock)
+    (kdigest_testkit::llm::serve(app).await, mock)
 }
 
 #[tokio::test]
 async fn bad_replies_fall_back_per_event_and_good_ones_are_cached() {
-    let feeds = spawn_feed_server().await;
     let (llm_base, mock) = spawn_llm().await;
-    let dir = tempfile::tempdir().unwrap();
-    // Unique variable name: tests in this binary run in parallel threads.
-    let env = "KDIGEST_TEST_LLM_KEY_FALLBACK";
-    unsafe { std::env::set_var(env, KEY) };
-    let extra = format!(
-        "[summarize]\nmode = \"llm\"\nprovider = \"deepseek\"\nbase_url = \"{llm_base}\"\nmodel = \"deepseek-v4-flash\"\napi_key_env = \"{env}\"\ntimeout_secs = 1\nretries = 1\nconcurrency = 4\nprice_input_per_mtok = 0.27\nprice_output_per_mtok = 1.10\n"
-    );
-    let config = fixture_config(&format!("{}/feeds", feeds.base), dir.path(), &extra);
-    let store = open_store(&config).await;
+    let keys = "provider = \"deepseek\"\nmodel = \"deepseek-v4-flash\"\ntimeout_secs = 1\nretries = 1\nconcurrency = 4\nprice_input_per_mtok = 0.27\nprice_output_per_mtok = 1.10\n";
+    let app = TestApp::builder().llm(&llm_base, keys).build().await;
+    let config = &app.config;
+    let store = &app.store;
     let date = kdigest::demo::demo_date();
-    let d = pipeline::generate(&config, &store, date, &|_| {})
+    let d = pipeline::generate(config, store, date, &|_| {})
         .await
         .unwrap();
 
@@ -231,7 +203,7 @@ async fn bad_replies_fall_back_per_event_and_good_ones_are_cached() {
 
     // Second run: validated replies come from the cache; only the failures are asked again.
     let before = mock.requests.load(Ordering::SeqCst);
-    let again = pipeline::generate(&config, &store, date, &|_| {})
+    let again = pipeline::generate(config, store, date, &|_| {})
         .await
         .unwrap();
     let asked = mock.requests.load(Ordering::SeqCst) - before;
@@ -244,12 +216,11 @@ async fn bad_replies_fall_back_per_event_and_good_ones_are_cached() {
 
 #[tokio::test]
 async fn llm_mode_without_the_key_is_a_config_error_naming_the_variable() {
-    let feeds = spawn_feed_server().await;
-    let dir = tempfile::tempdir().unwrap();
     let extra = "[summarize]\nmode = \"llm\"\napi_key_env = \"KDIGEST_TEST_LLM_KEY_UNSET\"\n";
-    let config = fixture_config(&format!("{}/feeds", feeds.base), dir.path(), extra);
-    let store = open_store(&config).await;
-    let err = pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
+    let app = TestApp::builder().toml(extra).build().await;
+    let config = &app.config;
+    let store = &app.store;
+    let err = pipeline::generate(config, store, kdigest::demo::demo_date(), &|_| {})
         .await
         .unwrap_err();
     assert_eq!(kdigest::cli::exit_code(&err), 2);
@@ -270,20 +241,13 @@ async fn one_deadline_bounds_the_whole_llm_phase() {
             reply(&good("Late."), "stop")
         }),
     );
-    let llm_base = format!("{}/v1", crate::helpers::serve(slow).await);
-    let feeds = spawn_feed_server().await;
-    let dir = tempfile::tempdir().unwrap();
-    let env = "KDIGEST_TEST_LLM_KEY_DEADLINE";
-    unsafe { std::env::set_var(env, KEY) };
-    let extra = format!(
-        "[summarize]\nmode = \"llm\"\nbase_url = \"{llm_base}\"\napi_key_env = \"{env}\"\ntimeout_secs = 30\nretries = 0\ndeadline_secs = 1\nprice_input_per_mtok = 0.27\nprice_output_per_mtok = 1.10\n"
-    );
-    let config = fixture_config(&format!("{}/feeds", feeds.base), dir.path(), &extra);
-    let store = open_store(&config).await;
+    let llm_base = kdigest_testkit::llm::serve(slow).await;
+    let keys = "timeout_secs = 30\nretries = 0\ndeadline_secs = 1\nprice_input_per_mtok = 0.27\nprice_output_per_mtok = 1.10\n";
+    let app = TestApp::builder().llm(&llm_base, keys).build().await;
+    let _config = &app.config;
+    let _store = &app.store;
     let started = std::time::Instant::now();
-    let d = pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
-        .await
-        .unwrap();
+    let d = app.digest().await;
     assert!(
         started.elapsed() < Duration::from_secs(3),
         "{:?}",
@@ -346,47 +310,32 @@ async fn rank_blends_checked_ratings_into_scores_and_caches_them() {
     let app = Router::new()
         .route("/v1/chat/completions", post(rank_chat))
         .with_state(mock.clone());
-    let llm_base = format!("{}/v1", crate::helpers::serve(app).await);
-    let feeds = spawn_feed_server().await;
-    let dir = tempfile::tempdir().unwrap();
-    let env = "KDIGEST_TEST_LLM_KEY_RANK";
-    unsafe { std::env::set_var(env, KEY) };
+    let llm_base = kdigest_testkit::llm::serve(app).await;
     // The phrase model alone: the scenario is a routine patch just above the threshold,
     // which a rating of 1 must push out (the learned corrections would lift it further).
-    let base_extra = format!(
-        "[relevance]\nlearned = false\n[summarize]\nmode = \"llm\"\nbase_url = \"{llm_base}\"\napi_key_env = \"{env}\"\nretries = 0\n"
-    );
+    let phrase_model = "[relevance]\nlearned = false\n";
     // The same day without ratings, for the scores the rules give.
-    let plain_dir = tempfile::tempdir().unwrap();
-    let plain_config = fixture_config(
-        &format!("{}/feeds", feeds.base),
-        plain_dir.path(),
-        &base_extra,
-    );
-    let plain_store = open_store(&plain_config).await;
-    let plain = pipeline::generate(
-        &plain_config,
-        &plain_store,
-        kdigest::demo::demo_date(),
-        &|_| {},
-    )
-    .await
-    .unwrap();
+    let plain = TestApp::builder()
+        .toml(phrase_model)
+        .llm(&llm_base, "retries = 0\n")
+        .build()
+        .await
+        .digest()
+        .await;
     assert_eq!(
         mock.ratings.load(Ordering::SeqCst),
         0,
         "rank is off by default"
     );
 
-    let config = fixture_config(
-        &format!("{}/feeds", feeds.base),
-        dir.path(),
-        &format!("{base_extra}rank = true\n"),
-    );
-    let store = open_store(&config).await;
-    let d = pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
-        .await
-        .unwrap();
+    let app = TestApp::builder()
+        .toml(phrase_model)
+        .llm(&llm_base, "retries = 0\nrank = true\n")
+        .build()
+        .await;
+    let _config = &app.config;
+    let _store = &app.store;
+    let d = app.digest().await;
     let rated = mock.ratings.load(Ordering::SeqCst);
     assert!(
         rated >= 8,
@@ -435,9 +384,7 @@ async fn rank_blends_checked_ratings_into_scores_and_caches_them() {
         "{usage:?}"
     );
     // Ratings are cached per item: a regeneration asks again only for the refused one.
-    pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
-        .await
-        .unwrap();
+    app.digest().await;
     assert_eq!(mock.ratings.load(Ordering::SeqCst), rated + 1);
 }
 

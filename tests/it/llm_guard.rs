@@ -11,11 +11,10 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use kdigest::model::DigestEvent;
-use kdigest::pipeline;
+use kdigest_testkit::TestApp;
 use serde_json::{Value, json};
 
-use crate::helpers::{fixture_config, open_store, spawn_feed_server};
-use crate::llm::{HEADLINE, KEY, OVERVIEW, good, reply};
+use kdigest_testkit::llm::{HEADLINE, OVERVIEW, good, reply};
 
 const TARGET: &str = "CUTLASS 5.0.0";
 
@@ -71,33 +70,23 @@ async fn chat(State(fault): State<Arc<Fault>>, Json(body): Json<Value>) -> Respo
 
 /// Generates the demo day in `language` with the server answering `fault`; returns the
 /// target event, the same event in extractive mode, and the Markdown render.
-async fn generate(tag: &str, language: &str, fault: Fault) -> (DigestEvent, DigestEvent, String) {
+async fn generate(language: &str, fault: Fault) -> (DigestEvent, DigestEvent, String) {
     let app = Router::new()
         .route("/v1/chat/completions", post(chat))
         .with_state(Arc::new(fault));
-    let llm_base = format!("{}/v1", crate::helpers::serve(app).await);
-    let feeds = spawn_feed_server().await;
-    // Unique variable name: tests in this binary run in parallel threads.
-    let env = format!("KDIGEST_TEST_LLM_KEY_GUARD_{tag}");
-    unsafe { std::env::set_var(&env, KEY) };
-    let day = kdigest::demo::demo_date();
+    let llm_base = kdigest_testkit::llm::serve(app).await;
     let mut events = Vec::new();
     let mut md = String::new();
     for llm in [true, false] {
-        let dir = tempfile::tempdir().unwrap();
-        let extra = if llm {
-            format!(
-                "[summarize]\nmode = \"llm\"\nbase_url = \"{llm_base}\"\napi_key_env = \"{env}\"\nretries = 0\n"
-            )
+        let builder = TestApp::builder();
+        let builder = if llm {
+            builder.llm(&llm_base, "retries = 0\n")
         } else {
-            String::new()
+            builder
         };
-        let mut config = fixture_config(&format!("{}/feeds", feeds.base), dir.path(), &extra);
-        config.digest.language = language.to_string();
-        let store = open_store(&config).await;
-        let d = pipeline::generate(&config, &store, day, &|_| {})
-            .await
-            .unwrap();
+        let mut app = builder.build().await;
+        app.config.digest.language = language.to_string();
+        let d = app.digest().await;
         if llm {
             let renderer = kdigest::render::Renderer::new(&d.language, None).unwrap();
             md = renderer
@@ -117,7 +106,7 @@ async fn generate(tag: &str, language: &str, fault: Fault) -> (DigestEvent, Dige
 
 /// The target event fell back to its extractive text and the notes say why, in `words`.
 async fn falls_back(tag: &str, language: &str, fault: Fault, reason: &str, words: &str) {
-    let (event, extractive, md) = generate(tag, language, fault).await;
+    let (event, extractive, md) = generate(language, fault).await;
     assert!(event.llm_fallback, "{tag}: {}", event.summary);
     assert_eq!(event.llm_fallback_reason.as_deref(), Some(reason), "{tag}");
     assert_eq!(event.summary, extractive.summary, "{tag}");

@@ -17,19 +17,27 @@ mod feedback;
 mod fixture_day;
 mod followup;
 mod fuzz;
-mod helpers;
 mod llm;
 mod llm_guard;
 mod morning;
 mod outbox;
-mod pg;
 mod private_networks;
 mod reference_feeds;
 mod renders;
 mod robots;
-mod robots_mock;
 mod signup;
-mod smtp;
 mod sources;
 mod telegram;
-mod telegram_mock;
+
+/// The kdigest binary with `--config` and `args`, a clean environment for the config and
+/// warn-level logs; callers add variables and run it. (Here, not in the test kit: only an
+/// integration test knows where cargo built the binary.)
+pub fn kdigest(config: &std::path::Path, args: &[&str]) -> std::process::Command {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_kdigest"));
+    c.arg("--config")
+        .arg(config)
+        .args(args)
+        .env_remove("KDIGEST_CONFIG")
+        .env("RUST_LOG", "warn");
+    c
+}

@@ -9,7 +9,7 @@ use kdigest::locale::Locale;
 use kdigest::model::Digest;
 use kdigest::summarize::extractive::{MAX_SAME_LEAD_IN, lead_in};
 
-use crate::helpers::repo_root;
+use kdigest_testkit::feeds::repo_root;
 
 /// Each labelled day's digest in `language`, built by the pipeline's pure functions.
 fn digests(language: &str) -> Vec<(String, Digest)> {

@@ -17,12 +17,12 @@ use chrono::Utc;
 use kdigest::deliver::engine::{Engine, Until};
 use kdigest::metrics::Metrics;
 use kdigest::model::{Filter, Score};
-use kdigest::pipeline;
 use kdigest::store::Store;
 use kdigest::subscriber::{Address, Status};
 
-use crate::helpers::{fixture_config, open_store, run_until_idle, spawn_feed_server};
-use crate::telegram_mock::{ChatMode, spawn_mock};
+use kdigest_testkit::TestApp;
+use kdigest_testkit::app::run_until_idle;
+use kdigest_testkit::telegram::{ChatMode, spawn_mock};
 
 async fn add(store: &Store, address: &str, language: &str) -> i64 {
     store
@@ -68,27 +68,24 @@ async fn host(State((hosts, name)): State<(Arc<Hosts>, &'static str)>) -> Respon
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_host_holds_no_worker_and_hears_nothing_inside_its_retry_after() {
-    let feeds = spawn_feed_server().await;
     let hosts = Arc::new(Hosts::default());
     let mut bases = BTreeMap::new();
     for name in ["paused", "other"] {
         let app = Router::new()
             .route("/hook/{n}", post(host))
             .with_state((hosts.clone(), name));
-        bases.insert(name, crate::helpers::serve(app).await);
+        bases.insert(name, kdigest_testkit::net::serve(app).await);
     }
-    let dir = tempfile::tempdir().unwrap();
     // Four workers and a generous per-host rate: with the old engine, the paused host's
     // rows filled every worker for the whole Retry-After.
     let extra = "[delivery]\nmax_attempts = 4\nbackoff_base_secs = 0.2\nbackoff_max_secs = 10.0\ntimeout_secs = 2.0\n[delivery.webhook]\nper_sec = 1000.0\nper_destination_per_sec = 200.0\nconcurrency = 4\n";
-    let config = fixture_config(&format!("{}/feeds", feeds.base), dir.path(), extra);
-    let store = open_store(&config).await;
-    let digest = pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
-        .await
-        .unwrap();
+    let app = TestApp::builder().toml(extra).build().await;
+    let config = &app.config;
+    let store = &app.store;
+    let digest = app.digest().await;
     for i in 0..12 {
         add(
-            &store,
+            store,
             &format!("webhook:{}/hook/p{i}", bases["paused"]),
             "en",
         )
@@ -96,14 +93,14 @@ async fn a_paused_host_holds_no_worker_and_hears_nothing_inside_its_retry_after(
     }
     for i in 0..40 {
         add(
-            &store,
+            store,
             &format!("webhook:{}/hook/o{i}", bases["other"]),
             "en",
         )
         .await;
     }
     let engine =
-        Arc::new(Engine::new(store.clone(), &config, Arc::new(Metrics::default())).unwrap());
+        Arc::new(Engine::new(store.clone(), config, Arc::new(Metrics::default())).unwrap());
     engine.plan(&digest).await.unwrap();
     run_until_idle(&engine, Duration::from_secs(15)).await;
 
@@ -141,29 +138,25 @@ async fn a_paused_host_holds_no_worker_and_hears_nothing_inside_its_retry_after(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn multi_message_telegram_digests_provoke_no_429_and_keep_each_chat_spaced() {
-    let feeds = spawn_feed_server().await;
     let (api, mock) = spawn_mock().await;
     mock.strict_limits.store(true, Ordering::Relaxed);
-    let dir = tempfile::tempdir().unwrap();
-    let env = "KDIGEST_TEST_TG_TOKEN_OUTBOX";
-    unsafe { std::env::set_var(env, crate::telegram_mock::TOKEN) };
-    let extra = format!(
-        "[telegram]\napi_url = \"{api}\"\ntoken_env = \"{env}\"\n[delivery.telegram]\nper_sec = 30.0\nper_destination_per_sec = 1.0\nconcurrency = 30\n"
-    );
-    let config = fixture_config(&format!("{}/feeds", feeds.base), dir.path(), &extra);
-    let store = open_store(&config).await;
-    let digest = pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
-        .await
-        .unwrap();
+    let app = TestApp::builder()
+        .telegram(&api, "")
+        .toml("[delivery.telegram]\nper_sec = 30.0\nper_destination_per_sec = 1.0\nconcurrency = 30\n")
+        .build()
+        .await;
+    let config = &app.config;
+    let store = &app.store;
+    let digest = app.digest().await;
     // zh-CN and en readers of the whole digest: several messages each.
     let chats: Vec<i64> = (1..=40).collect();
     for chat in &chats {
         let language = if chat % 2 == 0 { "en" } else { "zh-CN" };
-        add(&store, &format!("telegram:{chat}"), language).await;
+        add(store, &format!("telegram:{chat}"), language).await;
         mock.modes.lock().unwrap().insert(*chat, ChatMode::Ok);
     }
     let engine =
-        Arc::new(Engine::new(store.clone(), &config, Arc::new(Metrics::default())).unwrap());
+        Arc::new(Engine::new(store.clone(), config, Arc::new(Metrics::default())).unwrap());
     engine.plan(&digest).await.unwrap();
     run_until_idle(&engine, Duration::from_secs(20)).await;
 
@@ -186,23 +179,20 @@ async fn multi_message_telegram_digests_provoke_no_429_and_keep_each_chat_spaced
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_fault_and_a_panic_are_survived_and_healthz_reports_them_while_they_last() {
-    let feeds = spawn_feed_server().await;
     let hosts = Arc::new(Hosts::default());
     let app = Router::new()
         .route("/hook/{n}", post(host))
         .with_state((hosts.clone(), "other"));
-    let base = crate::helpers::serve(app).await;
-    let dir = tempfile::tempdir().unwrap();
+    let base = kdigest_testkit::net::serve(app).await;
     let extra = "[delivery]\nbackoff_base_secs = 0.2\nbackoff_max_secs = 1.0\n";
-    let config = fixture_config(&format!("{}/feeds", feeds.base), dir.path(), extra);
-    let store = open_store(&config).await;
-    let digest = pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
-        .await
-        .unwrap();
-    let panicky = add(&store, &format!("webhook:{base}/hook/panicky"), "en").await;
-    add(&store, &format!("webhook:{base}/hook/calm"), "en").await;
+    let app = TestApp::builder().toml(extra).build().await;
+    let config = &app.config;
+    let store = &app.store;
+    let digest = app.digest().await;
+    let panicky = add(store, &format!("webhook:{base}/hook/panicky"), "en").await;
+    add(store, &format!("webhook:{base}/hook/calm"), "en").await;
     let engine =
-        Arc::new(Engine::new(store.clone(), &config, Arc::new(Metrics::default())).unwrap());
+        Arc::new(Engine::new(store.clone(), config, Arc::new(Metrics::default())).unwrap());
     let router = kdigest::web::router(
         Arc::new(Metrics::default()),
         kdigest::web::Services {
@@ -210,7 +200,7 @@ async fn a_store_fault_and_a_panic_are_survived_and_healthz_reports_them_while_t
             ..Default::default()
         },
     );
-    let web = crate::helpers::serve(router).await;
+    let web = kdigest_testkit::net::serve(router).await;
     let client = reqwest::Client::new();
     let health = || async {
         let r = client.get(format!("{web}/healthz")).send().await.unwrap();
@@ -294,18 +284,14 @@ async fn a_store_fault_and_a_panic_are_survived_and_healthz_reports_them_while_t
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn when_most_receivers_refuse_our_signature_the_channel_pauses_and_nobody_is_disabled() {
-    let feeds = spawn_feed_server().await;
     let hits = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let dir = tempfile::tempdir().unwrap();
-    let config = fixture_config(
-        &format!("{}/feeds", feeds.base),
-        dir.path(),
-        "[delivery]\nmax_attempts = 3\nbackoff_base_secs = 0.1\nbackoff_max_secs = 0.5\n",
-    );
-    let store = open_store(&config).await;
-    let digest = pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
-        .await
-        .unwrap();
+    let app = TestApp::builder()
+        .toml("[delivery]\nmax_attempts = 3\nbackoff_base_secs = 0.1\nbackoff_max_secs = 0.5\n")
+        .build()
+        .await;
+    let config = &app.config;
+    let store = &app.store;
+    let digest = app.digest().await;
     // Eight receivers (eight hosts) that all refuse the signature, as after a key rotation.
     for i in 0..8 {
         let hits = hits.clone();
@@ -316,13 +302,13 @@ async fn when_most_receivers_refuse_our_signature_the_channel_pauses_and_nobody_
                 StatusCode::UNAUTHORIZED
             }),
         );
-        let base = crate::helpers::serve(app).await;
+        let base = kdigest_testkit::net::serve(app).await;
         for j in 0..3 {
-            add(&store, &format!("webhook:{base}/hook?s={i}{j}"), "en").await;
+            add(store, &format!("webhook:{base}/hook?s={i}{j}"), "en").await;
         }
     }
     let engine =
-        Arc::new(Engine::new(store.clone(), &config, Arc::new(Metrics::default())).unwrap());
+        Arc::new(Engine::new(store.clone(), config, Arc::new(Metrics::default())).unwrap());
     engine.plan(&digest).await.unwrap();
     run_until_idle(&engine, Duration::from_secs(10)).await;
 

@@ -1,7 +1,7 @@
 //! With default settings kdigest refuses to contact loopback and private addresses that a
 //! feed or a reader chose: the webhook receiver and the feed server here listen on
 //! 127.0.0.1, as a probe of this machine would. Every other test turns the two keys on
-//! (helpers::allowing_private_networks).
+//! (kdigest_testkit::config::allowing_private_networks).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,30 +10,28 @@ use kdigest::deliver::engine::Engine;
 use kdigest::fetch::{FetchError, Fetcher};
 use kdigest::metrics::Metrics;
 use kdigest::subscriber::Status;
+use kdigest_testkit::TestApp;
 
-use crate::delivery::spawn_receiver;
-use crate::helpers::{add_reader, fixture_config, open_store, run_until_idle, spawn_feed_server};
+use kdigest_testkit::app::add_reader;
+use kdigest_testkit::app::run_until_idle;
+use kdigest_testkit::webhook::spawn_receiver;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_webhook_on_loopback_is_refused_by_default_and_the_reader_told_why() {
-    let feeds = spawn_feed_server().await;
     let (hooks, receiver) = spawn_receiver().await;
-    let dir = tempfile::tempdir().unwrap();
-    let mut config = fixture_config(&format!("{}/feeds", feeds.base), dir.path(), "");
-    config.delivery.allow_private_networks = false;
-    let store = open_store(&config).await;
-    let digest = kdigest::pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
-        .await
-        .unwrap();
+    let mut app = TestApp::start().await;
+    app.config.delivery.allow_private_networks = false;
+    let digest = app.digest().await;
+    let (config, store) = (&app.config, &app.store);
     // The receiver's own address, and a name for it.
-    let by_ip = add_reader(&store, &format!("webhook:{hooks}/ip")).await;
+    let by_ip = add_reader(store, &format!("webhook:{hooks}/ip")).await;
     let by_name = add_reader(
-        &store,
+        store,
         &format!("webhook:{}/name", hooks.replace("127.0.0.1", "localhost")),
     )
     .await;
     let engine =
-        Arc::new(Engine::new(store.clone(), &config, Arc::new(Metrics::default())).unwrap());
+        Arc::new(Engine::new(store.clone(), config, Arc::new(Metrics::default())).unwrap());
     assert_eq!(engine.plan(&digest).await.unwrap(), 2);
     run_until_idle(&engine, Duration::from_secs(3)).await;
     assert!(
@@ -55,9 +53,8 @@ async fn a_webhook_on_loopback_is_refused_by_default_and_the_reader_told_why() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_feed_on_loopback_is_refused_by_default_with_the_key_named() {
-    let feeds = spawn_feed_server().await;
-    let dir = tempfile::tempdir().unwrap();
-    let mut config = fixture_config(&format!("{}/feeds", feeds.base), dir.path(), "");
+    let mut app = TestApp::start().await;
+    let config = &mut app.config;
     config.fetch.allow_private_networks = false;
     // One source by address, one by a name that resolves to loopback.
     config.sources.truncate(2);

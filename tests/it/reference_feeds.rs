@@ -5,7 +5,7 @@ use kdigest::config::{SourceConfig, SourceLocation};
 use kdigest::model::{ItemKind, ReleaseLevel, SourceKind};
 use kdigest::parse::parse_feed;
 
-use crate::helpers::reference_dir;
+use kdigest_testkit::feeds::reference_dir;
 
 fn source(name: &str, kind: SourceKind) -> SourceConfig {
     SourceConfig {

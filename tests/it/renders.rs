@@ -6,23 +6,17 @@ use kdigest::locale::Locale;
 use kdigest::model::{
     Digest, DigestEvent, FailedSource, ItemKind, Score, SourceCount, SourceLink, WatchItem, Window,
 };
-use kdigest::pipeline;
 use kdigest::render::{Format, Renderer};
+use kdigest_testkit::TestApp;
 
-use crate::helpers::{
-    discord_spec, fixture_config, open_store, schema_problems, spawn_feed_server,
-    telegram_html_problems,
-};
+use kdigest_testkit::discord::discord_spec;
+use kdigest_testkit::discord::schema_problems;
+use kdigest_testkit::telegram::telegram_html_problems;
 
 async fn fixture_renders(language: &str) -> (Digest, Vec<String>, Vec<String>, String) {
-    let server = spawn_feed_server().await;
-    let dir = tempfile::tempdir().unwrap();
-    let mut config = fixture_config(&format!("{}/feeds", server.base), dir.path(), "");
-    config.digest.language = language.to_string();
-    let store = open_store(&config).await;
-    let d = pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
-        .await
-        .unwrap();
+    let mut app = TestApp::start().await;
+    app.config.digest.language = language.to_string();
+    let d = app.digest().await;
     let r = Renderer::new(language, None).unwrap();
     let md = r.render(&d, Format::Md).unwrap().join("");
     let json = r.render(&d, Format::Json).unwrap().join("");

@@ -1,5 +1,5 @@
 //! The team-chat robots (Feishu, DingTalk, WeCom, Slack) through the real delivery engine
-//! and reqwest against the loopback mock of robots_mock.rs: payloads valid and within each
+//! and reqwest against the loopback mock of the test kit (crates/testkit/src/robots.rs): payloads valid and within each
 //! platform's size limits, signed where the robot wants it, keywords added, filters
 //! applied, rate limits never exceeded with multi-message digests to 50 robots, no
 //! broadcast mentions, and every documented error code acted on.
@@ -11,14 +11,13 @@ use std::time::Duration;
 use chrono::Utc;
 use kdigest::channels::{Address, Options};
 use kdigest::deliver::engine::Engine;
-use kdigest::metrics::Metrics;
 use kdigest::model::{Digest, Filter, Score};
-use kdigest::pipeline;
 use kdigest::store::Store;
 use kdigest::subscriber::Status;
 
-use crate::helpers::{fixture_config, open_store, run_until_idle, spawn_feed_server};
-use crate::robots_mock::{self, Platform, RobotConf, RobotMock, Scripted};
+use kdigest_testkit::TestApp;
+use kdigest_testkit::app::run_until_idle;
+use kdigest_testkit::robots::{self, Platform, RobotConf, RobotMock, Scripted};
 
 const DELIVERY_TOML: &str = "[delivery]\nmax_attempts = 3\nbackoff_base_secs = 0.2\nbackoff_max_secs = 3600.0\ntimeout_secs = 2.0\n";
 const ROBOTS: usize = 50;
@@ -54,30 +53,21 @@ fn enlarged(d: &Digest, copies: usize) -> Digest {
 struct Setup {
     mock: Arc<RobotMock>,
     api: String,
-    store: Store,
     engine: Arc<Engine>,
     digest: Digest,
-    _dir: tempfile::TempDir,
+    app: TestApp,
 }
 
 async fn setup(copies: usize) -> Setup {
-    let feeds = spawn_feed_server().await;
-    let (api, mock) = robots_mock::spawn().await;
-    let dir = tempfile::tempdir().unwrap();
-    let config = fixture_config(&format!("{}/feeds", feeds.base), dir.path(), DELIVERY_TOML);
-    let store = open_store(&config).await;
-    let base = pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
-        .await
-        .unwrap();
-    let engine =
-        Arc::new(Engine::new(store.clone(), &config, Arc::new(Metrics::default())).unwrap());
+    let (api, mock) = robots::spawn().await;
+    let app = TestApp::builder().toml(DELIVERY_TOML).build().await;
+    let base = app.digest().await;
     Setup {
         mock,
         api,
-        store,
-        engine,
+        engine: app.engine(),
         digest: enlarged(&base, copies),
-        _dir: dir,
+        app,
     }
 }
 
@@ -165,7 +155,7 @@ async fn fan_out(platform: Platform, copies: usize, min_gap: Duration) {
             !Address::parse(&address).unwrap().to_string().contains(&t),
             "a robot's token never shows"
         );
-        subscribe(&s.store, &address, options, layers, language).await;
+        subscribe(&s.app.store, &address, options, layers, language).await;
     }
     assert_eq!(s.engine.plan(&s.digest).await.unwrap(), ROBOTS as u64);
     run_until_idle(&s.engine, Duration::from_secs(10)).await;
@@ -224,7 +214,7 @@ async fn fan_out(platform: Platform, copies: usize, min_gap: Duration) {
         fewest >= 3,
         "every unfiltered robot got a digest of 3 or more messages (fewest {fewest})"
     );
-    let counts = s.store.delivery_counts(s.digest.date).await.unwrap();
+    let counts = s.app.store.delivery_counts(s.digest.date).await.unwrap();
     assert_eq!(counts.sent, ROBOTS as i64, "{counts:?}");
 }
 
@@ -282,7 +272,7 @@ async fn each_platform_error_code_is_acted_on_as_documented() {
     let s = setup(1).await;
     let db = sqlx::SqlitePool::connect(&format!(
         "sqlite://{}",
-        s._dir.path().join("kdigest.sqlite").display()
+        s.app.dir.path().join("kdigest.sqlite").display()
     ))
     .await
     .unwrap();
@@ -354,7 +344,7 @@ async fn each_platform_error_code_is_acted_on_as_documented() {
     );
 
     let add = |p: Platform, t: &'static str, secret_env: Option<&str>| {
-        let store = s.store.clone();
+        let store = s.app.store.clone();
         let address = url(p, &s.api, t);
         let options = Options {
             secret_env: secret_env.map(str::to_string),
@@ -455,17 +445,17 @@ fn code_of(note: &str) -> String {
 /// otherwise: a visitor cannot make the server post to its own ports.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_team_chat_form_takes_only_https_robot_urls() {
-    let (api, mock) = robots_mock::spawn().await;
+    let (api, mock) = robots::spawn().await;
     mock.add(Platform::Slack, "T/B/x", RobotConf::default());
     let web = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}/", web.local_addr().unwrap());
-    let dir = tempfile::tempdir().unwrap();
-    let config = fixture_config("http://127.0.0.1:9/feeds", dir.path(), "");
-    let store = open_store(&config).await;
-    crate::helpers::serve_account(
+    let app = TestApp::start().await;
+    let config = &app.config;
+    let store = &app.store;
+    kdigest_testkit::app::serve_account(
         web,
-        &store,
-        &config,
+        store,
+        config,
         kdigest::config::Secret::new("k"),
         None,
     );
@@ -569,7 +559,7 @@ async fn hostile_feed_text_cannot_mention_link_or_format_on_any_robot() {
 /// forged token) does nothing, the right one activates; limited per robot.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_team_chat_signs_up_with_the_code_its_robot_received() {
-    let (api, mock) = robots_mock::spawn().await;
+    let (api, mock) = robots::spawn().await;
     mock.add(Platform::WeCom, "team-key", RobotConf::default());
     mock.add(
         Platform::Feishu,
@@ -581,15 +571,14 @@ async fn a_team_chat_signs_up_with_the_code_its_robot_received() {
     );
     let web = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}/", web.local_addr().unwrap());
-    let dir = tempfile::tempdir().unwrap();
-    let config = fixture_config(
-        "http://127.0.0.1:9/feeds",
-        dir.path(),
-        "[signup]\nper_ip_per_hour = 50\nper_address_per_day = 2\nloopback_robots = true\n",
-    );
-    let store = open_store(&config).await;
+    let app = TestApp::builder()
+        .toml("[signup]\nper_ip_per_hour = 50\nper_address_per_day = 2\nloopback_robots = true\n")
+        .build()
+        .await;
+    let config = &app.config;
+    let store = &app.store;
     let secret = kdigest::config::Secret::new("team-signup-test-key");
-    crate::helpers::serve_account(web, &store, &config, secret.clone(), None);
+    kdigest_testkit::app::serve_account(web, store, config, secret.clone(), None);
     let client = reqwest::Client::new();
     let post = |path: &str, body: String| {
         client

@@ -12,8 +12,9 @@ use kdigest::model::Score;
 use kdigest::subscriber::{Address, Status};
 use kdigest::tokens::{Purpose, link, sign};
 
-use crate::helpers::{fixture_config, open_store, serve_account};
-use crate::smtp::{Mails, header, parts, spawn_smtp};
+use kdigest_testkit::TestApp;
+use kdigest_testkit::app::serve_account;
+use kdigest_testkit::smtp::{Mails, header, parts, spawn_smtp};
 
 fn email_config(smtp_port: u16, public_url: &str, extra: &str) -> String {
     format!(
@@ -47,18 +48,18 @@ async fn readers_sign_up_confirm_once_and_change_their_preferences() {
     let (smtp_port, mails) = spawn_smtp();
     let web = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}/", web.local_addr().unwrap());
-    let dir = tempfile::tempdir().unwrap();
     let extra = email_config(
         smtp_port,
         &base,
         "[signup]\nper_ip_per_hour = 3\nper_address_per_day = 2\ntrust_forwarded_for = true\n",
     );
-    let config = fixture_config("http://127.0.0.1:9/feeds", dir.path(), &extra);
-    let store = open_store(&config).await;
+    let app = TestApp::builder().toml(&extra).build().await;
+    let config = &app.config;
+    let store = &app.store;
     let secret = Secret::new("signup-test-key");
     let mailer =
         EmailSender::with_secrets(&config.channels.email, secret.clone(), None, None).unwrap();
-    serve_account(web, &store, &config, secret.clone(), Some(Arc::new(mailer)));
+    serve_account(web, store, config, secret.clone(), Some(Arc::new(mailer)));
     let client = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
@@ -469,13 +470,13 @@ fn dkimpy_verify(mail: &str, record: &str) -> Option<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dkim_signatures_cover_the_list_headers_and_verify() {
     let (smtp_port, mails) = spawn_smtp();
-    let dir = tempfile::tempdir().unwrap();
     let extra = email_config(
         smtp_port,
         "https://digest.example.org/",
         "dkim_selector = \"k2026\"\ndkim_algorithm = \"ed25519\"\nunsubscribe_mailto = \"unsubscribe@example.org\"\n",
     );
-    let config = fixture_config("http://127.0.0.1:9/feeds", dir.path(), &extra);
+    let app = TestApp::builder().toml(&extra).build().await;
+    let config = &app.config;
     let seed = [7u8; 32];
     let public = ed25519_dalek::SigningKey::from_bytes(&seed).verifying_key();
     let b64 = base64::engine::general_purpose::STANDARD;

@@ -11,10 +11,10 @@ use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::routing::get;
 
-use crate::helpers::{self, repo_root};
+use kdigest_testkit::feeds::repo_root;
 
 fn kdigest(config: &Path, args: &[&str]) -> Output {
-    helpers::kdigest(config, args)
+    crate::kdigest(config, args)
         .env("RUST_LOG", "error")
         .output()
         .unwrap()
@@ -71,7 +71,7 @@ async fn site() -> (String, Arc<AtomicUsize>) {
                 async { (StatusCode::INTERNAL_SERVER_ERROR, "down").into_response() }
             }),
         );
-    (helpers::serve(app).await, broken_hits)
+    (kdigest_testkit::net::serve(app).await, broken_hits)
 }
 
 fn write_config(dir: &Path, sources: &str) -> std::path::PathBuf {

@@ -1,15 +1,15 @@
-//! Telegram through the real teloxide stack against the loopback Bot API in telegram_mock.rs.
+//! Telegram through the real teloxide stack against the loopback Bot API of the test kit (crates/testkit/src/telegram.rs).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kdigest::bot::telegram::TelegramBot;
-use kdigest::pipeline;
 use kdigest::store::Store;
 use kdigest::subscriber::{Address, Status};
 
-use crate::helpers::{self, fixture_config, open_store, spawn_feed_server, write_file_config};
-use crate::telegram_mock::{
+use kdigest_testkit::TestApp;
+use kdigest_testkit::config::write_file_config;
+use kdigest_testkit::telegram::{
     ChatMode, Mock, TOKEN, callback_update, spawn_mock, text_update, text_update_from,
 };
 
@@ -37,21 +37,6 @@ async fn settle(mock: &Mock) {
     }
 }
 
-/// The fixture-day configuration with a Telegram bot on the mock Bot API; the token is put
-/// in `env` (unique per test: tests run in parallel threads). `telegram` adds keys to the
-/// [telegram] table.
-fn bot_config(
-    feeds: &str,
-    api: &str,
-    dir: &std::path::Path,
-    env: &str,
-    telegram: &str,
-) -> kdigest::config::Config {
-    unsafe { std::env::set_var(env, TOKEN) };
-    let extra = format!("[telegram]\napi_url = \"{api}\"\ntoken_env = \"{env}\"\n{telegram}");
-    fixture_config(&format!("{feeds}/feeds"), dir, &extra)
-}
-
 /// Long-polls the mock with the real bot until every scripted update is answered, then
 /// shuts the bot down.
 async fn poll_until_settled(config: &kdigest::config::Config, store: &Store, mock: &Mock) {
@@ -75,21 +60,14 @@ fn texts(mock: &Mock, chat: i64) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_chat_subscribes_tunes_its_filter_and_reads_the_digest() {
-    let feeds = spawn_feed_server().await;
     let (api, mock) = spawn_mock().await;
     mock.admins.lock().unwrap().push(1);
-    let dir = tempfile::tempdir().unwrap();
-    let config = bot_config(
-        &feeds.base,
-        &api,
-        dir.path(),
-        "KDIGEST_TEST_TG_TOKEN_BOT",
-        "admins = [9]\ndigest_cooldown_secs = 60\n",
-    );
-    let store = open_store(&config).await;
-    pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
-        .await
-        .unwrap();
+    let app = TestApp::builder()
+        .telegram(&api, "admins = [9]\ndigest_cooldown_secs = 60\n")
+        .build()
+        .await;
+    let (config, store) = (&app.config, &app.store);
+    app.digest().await;
 
     let private = 1001;
     let group = -100_200;
@@ -117,7 +95,7 @@ async fn a_chat_subscribes_tunes_its_filter_and_reads_the_digest() {
     ];
     mock.updates.lock().unwrap().extend(script);
 
-    poll_until_settled(&config, &store, &mock).await;
+    poll_until_settled(config, store, &mock).await;
 
     assert_eq!(
         mock.problems.lock().unwrap().clone(),
@@ -288,7 +266,7 @@ async fn run_once_delivers_to_telegram_chats_and_handles_each_failure_on_its_own
         ),
     );
     let kdigest = |args: &[&str]| {
-        helpers::kdigest(&config_path, args)
+        crate::kdigest(&config_path, args)
             .env(env, TOKEN)
             .env("RUST_LOG", "info")
             .output()
@@ -373,20 +351,12 @@ async fn run_once_delivers_to_telegram_chats_and_handles_each_failure_on_its_own
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn webhook_mode_accepts_signed_updates_only() {
-    let feeds = spawn_feed_server().await;
     let (api, mock) = spawn_mock().await;
-    let dir = tempfile::tempdir().unwrap();
-    let config = bot_config(
-        &feeds.base,
-        &api,
-        dir.path(),
-        "KDIGEST_TEST_TG_TOKEN_HOOK",
-        "",
-    );
-    let store = open_store(&config).await;
+    let app = TestApp::builder().telegram(&api, "").build().await;
+    let (config, store) = (&app.config, &app.store);
     let bot = TelegramBot::new(
         kdigest::channels::telegram::api_bot(&config.channels.telegram).unwrap(),
-        store,
+        store.clone(),
         Arc::new(config.clone()),
         None,
     );
@@ -412,7 +382,7 @@ async fn webhook_mode_accepts_signed_updates_only() {
         ..Default::default()
     };
     let router = kdigest::web::router(Arc::new(kdigest::metrics::Metrics::default()), services);
-    let base = crate::helpers::serve(router).await;
+    let base = kdigest_testkit::net::serve(router).await;
     let client = reqwest::Client::new();
     let post = |secret: &str, update: serde_json::Value| {
         client
@@ -467,20 +437,10 @@ async fn webhook_mode_accepts_signed_updates_only() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_digest_reply_of_several_messages_keeps_to_one_per_second_in_the_chat() {
-    let feeds = spawn_feed_server().await;
     let (api, mock) = spawn_mock().await;
-    let dir = tempfile::tempdir().unwrap();
-    let config = bot_config(
-        &feeds.base,
-        &api,
-        dir.path(),
-        "KDIGEST_TEST_TG_TOKEN_PACED",
-        "",
-    );
-    let store = open_store(&config).await;
-    pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
-        .await
-        .unwrap();
+    let app = TestApp::builder().telegram(&api, "").build().await;
+    let (config, store) = (&app.config, &app.store);
+    app.digest().await;
     let chat = 4004;
     mock.modes
         .lock()
@@ -491,7 +451,7 @@ async fn a_digest_reply_of_several_messages_keeps_to_one_per_second_in_the_chat(
         text_update(1, chat, 4, "/digest 2026-10-28"),
         text_update(2, chat, 4, &format!("/digest {junk}")),
     ]);
-    poll_until_settled(&config, &store, &mock).await;
+    poll_until_settled(config, store, &mock).await;
 
     let calls = mock.sent_to(chat);
     let sent: Vec<String> = texts(&mock, chat);
@@ -528,17 +488,9 @@ async fn a_digest_reply_of_several_messages_keeps_to_one_per_second_in_the_chat(
 /// `/time` sets, shows and clears a chat's own delivery hour; bad values name the form.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_chat_chooses_its_delivery_hour_with_time() {
-    let feeds = spawn_feed_server().await;
     let (api, mock) = spawn_mock().await;
-    let dir = tempfile::tempdir().unwrap();
-    let config = bot_config(
-        &feeds.base,
-        &api,
-        dir.path(),
-        "KDIGEST_TEST_TG_TOKEN_TIME",
-        "",
-    );
-    let store = open_store(&config).await;
+    let app = TestApp::builder().telegram(&api, "").build().await;
+    let (config, store) = (&app.config, &app.store);
     let chat = 4004;
     mock.updates.lock().unwrap().extend([
         text_update_from(1, chat, 4, "/subscribe", "en"),
@@ -547,7 +499,7 @@ async fn a_chat_chooses_its_delivery_hour_with_time() {
         text_update_from(4, chat, 4, "/time 9h30", "en"),
         text_update_from(5, chat, 4, "/time 07:15 Mars/Base", "en"),
     ]);
-    poll_until_settled(&config, &store, &mock).await;
+    poll_until_settled(config, store, &mock).await;
     let got = texts(&mock, chat);
     assert_eq!(got.len(), 5, "{got:?}");
     assert_eq!(got[1], "Delivery: 09:30 Europe/Berlin");
@@ -580,7 +532,7 @@ async fn a_chat_chooses_its_delivery_hour_with_time() {
         .lock()
         .unwrap()
         .push_back(text_update_from(6, chat, 4, "/time off", "en"));
-    poll_until_settled(&config, &store, &mock).await;
+    poll_until_settled(config, store, &mock).await;
     assert_eq!(
         texts(&mock, chat).last().unwrap(),
         "Delivery: as soon as the digest is ready"
@@ -598,7 +550,7 @@ async fn a_chat_chooses_its_delivery_hour_with_time() {
         text_update_from(8, chat, 4, "/cadence weekly funday", "en"),
         text_update_from(9, chat, 4, "/settings", "en"),
     ]);
-    poll_until_settled(&config, &store, &mock).await;
+    poll_until_settled(config, store, &mock).await;
     let got = texts(&mock, chat);
     let last = &got[got.len() - 3..];
     assert_eq!(last[0], "Cadence: only the weekly roll-up, on Friday");
@@ -625,20 +577,10 @@ async fn a_chat_chooses_its_delivery_hour_with_time() {
 /// the tally.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn members_vote_with_the_buttons_once_each_and_can_change_their_vote() {
-    let feeds = spawn_feed_server().await;
     let (api, mock) = spawn_mock().await;
-    let dir = tempfile::tempdir().unwrap();
-    let config = bot_config(
-        &feeds.base,
-        &api,
-        dir.path(),
-        "KDIGEST_TEST_TG_TOKEN_VOTES",
-        "",
-    );
-    let store = open_store(&config).await;
-    let digest = pipeline::generate(&config, &store, kdigest::demo::demo_date(), &|_| {})
-        .await
-        .unwrap();
+    let app = TestApp::builder().telegram(&api, "").build().await;
+    let (config, store) = (&app.config, &app.store);
+    let digest = app.digest().await;
     let chat = -100_500;
     // User 11 administers the group (may set its language); 12 is a member.
     mock.admins.lock().unwrap().push(11);
@@ -647,7 +589,7 @@ async fn members_vote_with_the_buttons_once_each_and_can_change_their_vote() {
         text_update_from(2, chat, 11, "/lang en", "en"),
         text_update_from(3, chat, 11, "/digest 2026-10-28", "en"),
     ]);
-    poll_until_settled(&config, &store, &mock).await;
+    poll_until_settled(config, store, &mock).await;
 
     // Every event of the digest has its two buttons once, under its message, in order.
     let digest_calls: Vec<_> = mock
@@ -695,7 +637,7 @@ async fn members_vote_with_the_buttons_once_each_and_can_change_their_vote() {
         callback_update(8, chat, 12, "vu:ffffffffff"),
         text_update_from(9, chat, 11, "/why 1", "en"),
     ]);
-    poll_until_settled(&config, &store, &mock).await;
+    poll_until_settled(config, store, &mock).await;
     let answers: Vec<String> = mock
         .calls_of("AnswerCallbackQuery")
         .iter()

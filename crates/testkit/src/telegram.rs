@@ -12,7 +12,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::{Value, json};
 
-use crate::helpers::{reference_dir, telegram_html_problems};
+use crate::feeds::reference_dir;
+use crate::net::serve;
 
 pub const TOKEN: &str = "123456:TEST-token_secret";
 
@@ -88,7 +89,7 @@ pub async fn spawn_mock() -> (String, Arc<Mock>) {
     let app = Router::new()
         .route("/{bot}/{method}", post(api))
         .with_state(mock.clone());
-    let base = crate::helpers::serve(app).await;
+    let base = serve(app).await;
     (base, mock)
 }
 
@@ -392,4 +393,97 @@ pub fn callback_update(update_id: i64, chat: i64, user: i64, data: &str) -> Valu
             "data": data,
         }
     })
+}
+
+/// Problems with a Telegram HTML message: length over 4096 UTF-16 units, tags outside the
+/// Bot API's list, unbalanced tags, attributes other than a/href, bare '<', '>' or '&'.
+pub fn telegram_html_problems(message: &str) -> Vec<String> {
+    const ALLOWED: &[&str] = &[
+        "b",
+        "strong",
+        "i",
+        "em",
+        "u",
+        "ins",
+        "s",
+        "strike",
+        "del",
+        "a",
+        "code",
+        "pre",
+        "blockquote",
+        "tg-spoiler",
+    ];
+    let mut problems = Vec::new();
+    let units = message.encode_utf16().count();
+    if units == 0 || units > 4096 {
+        problems.push(format!("length {units} outside 1..=4096"));
+    }
+    let mut stack: Vec<String> = Vec::new();
+    let mut rest = message;
+    while let Some(pos) = rest.find(['<', '>', '&']) {
+        let c = rest.as_bytes()[pos];
+        let after = &rest[pos..];
+        match c {
+            b'<' => {
+                let Some(end) = after.find('>') else {
+                    problems.push("unterminated tag".into());
+                    break;
+                };
+                let tag = &after[1..end];
+                if let Some(name) = tag.strip_prefix('/') {
+                    match stack.pop() {
+                        Some(open) if open == name => {}
+                        other => {
+                            problems.push(format!("closing </{name}> does not match {other:?}"))
+                        }
+                    }
+                } else {
+                    let name = tag.split_whitespace().next().unwrap_or("");
+                    if !ALLOWED.contains(&name) {
+                        problems.push(format!("tag <{name}> is not allowed"));
+                    }
+                    let attrs = tag[name.len()..].trim();
+                    if name == "a" {
+                        let href = attrs
+                            .strip_prefix("href=\"")
+                            .and_then(|h| h.strip_suffix('"'));
+                        match href {
+                            Some(h) if h.starts_with("http://") || h.starts_with("https://") => {
+                                if h.contains('"') || h.contains('<') {
+                                    problems.push(format!("unescaped href {h}"));
+                                }
+                            }
+                            _ => problems.push(format!("bad <a> attributes: {attrs}")),
+                        }
+                    } else if !attrs.is_empty() {
+                        problems.push(format!("<{name}> has attributes {attrs}"));
+                    }
+                    stack.push(name.to_string());
+                }
+                rest = &after[end + 1..];
+            }
+            b'&' => {
+                let end = after.find(';').unwrap_or(0);
+                let entity = &after[..end + 1];
+                let ok = matches!(entity, "&lt;" | "&gt;" | "&amp;" | "&quot;")
+                    || (entity.starts_with("&#") && entity.len() > 3 && end < 10);
+                if !ok {
+                    problems.push(format!(
+                        "bad entity near {:?}",
+                        &after[..after.len().min(12)]
+                    ));
+                }
+                rest = &after[1..];
+            }
+            _ => {
+                problems.push("bare '>' outside a tag".into());
+                rest = &after[1..];
+            }
+        }
+    }
+    if !stack.is_empty() {
+        problems.push(format!("unclosed tags {stack:?}"));
+    }
+    problems
 }

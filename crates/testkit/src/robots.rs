@@ -126,7 +126,7 @@ pub async fn spawn() -> (String, Arc<RobotMock>) {
         .route("/cgi-bin/webhook/send", post(wecom))
         .route("/services/{t}/{b}/{secret}", post(slack))
         .with_state(mock.clone());
-    (crate::helpers::serve(app).await, mock)
+    (crate::net::serve(app).await, mock)
 }
 
 fn hmac(key: &[u8], message: &[u8]) -> String {
