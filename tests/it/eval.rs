@@ -43,11 +43,11 @@ fn eval_holds_its_cross_validated_floor() {
         .count();
     assert!(days >= 12, "at least twelve labelled days, found {days}");
     let (precision, recall, f1, leads) = overall(&stdout, "Cross-validated");
-    // Floors just under the figures of 2026-12-06 on twenty days (0.945 / 0.979 / 0.823,
-    // 13 leads of 20; docs/scoring.md): the four days moved in from the second sealed set
-    // brought their layer F1 of about 0.79 and two wrong leads.
+    // Floors just under the figures of 2026-12-06 on twenty days (0.945 / 0.979 / 0.831
+    // since the three-layer cap, 13 leads of 20; docs/scoring.md): the four days moved in
+    // from the second sealed set brought their layer F1 of about 0.79 and two wrong leads.
     assert!(
-        precision >= 0.94 && recall >= 0.975 && f1 >= 0.815 && leads + 7 >= days,
+        precision >= 0.94 && recall >= 0.975 && f1 >= 0.825 && leads + 7 >= days,
         "cross-validated precision {precision}, recall {recall}, layer F1 {f1}, leads {leads}/{days}\n{stdout}"
     );
     // The learned weights must earn their place: cross-validated, they beat the phrases.
