@@ -20,6 +20,7 @@ mod fuzz;
 mod llm;
 mod llm_guard;
 mod morning;
+mod ntfy;
 mod outbox;
 mod private_networks;
 mod reference_feeds;

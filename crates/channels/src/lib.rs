@@ -36,8 +36,10 @@ use kdigest_core::settings::read::Doc;
     feature = "feishu",
     feature = "dingtalk",
     feature = "wecom",
-    feature = "slack"
+    feature = "slack",
+    feature = "ntfy"
 ))]
+// The team-chat robots' common parts; ntfy borrows its Markdown units and packing.
 pub mod robot;
 
 /// Why one send failed, as the delivery engine needs to know it.
@@ -598,10 +600,11 @@ pub fn https_or_loopback(url: &url::Url) -> bool {
     feature = "feishu",
     feature = "dingtalk",
     feature = "wecom",
-    feature = "slack"
+    feature = "slack",
+    feature = "ntfy"
 )))]
 compile_error!(
-    "kdigest delivers through at least one channel: enable one of the features telegram, discord, email, webhook, feishu, dingtalk, wecom, slack"
+    "kdigest delivers through at least one channel: enable one of the features telegram, discord, email, webhook, feishu, dingtalk, wecom, slack, ntfy"
 );
 
 // Each channel is a cargo feature (default: all), so an operator who needs only some builds
@@ -623,6 +626,8 @@ registry! {
     Wecom => wecom,
     #[cfg(feature = "slack")]
     Slack => slack,
+    #[cfg(feature = "ntfy")]
+    Ntfy => ntfy,
 }
 
 #[cfg(test)]

@@ -175,16 +175,7 @@ impl<P: Platform> ChannelSpec for RobotSpec<P> {
             ));
         }
         if let Some(var) = &options.secret_env {
-            let valid = !var.is_empty()
-                && var
-                    .chars()
-                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
-                && !var.starts_with(|c: char| c.is_ascii_digit());
-            if !valid {
-                return Err(format!(
-                    "--secret-env {var}: expected the name of an environment variable such as KDIGEST_FEISHU_SECRET (the secret itself never goes on the command line)"
-                ));
-            }
+            check_env_name(var, "KDIGEST_FEISHU_SECRET", "secret")?;
         }
         // A keyword goes into every message as written, so it must need no escaping in any
         // platform's markup (and cannot carry a mention).
@@ -246,6 +237,23 @@ impl<P: Platform> ChannelSpec for RobotSpec<P> {
         _meta: Meta<'_>,
     ) -> Result<(), SendError> {
         sender.post::<P>(robot, message).await
+    }
+}
+
+/// `--secret-env VAR` names an environment variable (upper case, digits, `_`), never the
+/// secret itself, which must not reach the command line or the store.
+pub fn check_env_name(var: &str, example: &str, what: &str) -> Result<(), String> {
+    let valid = !var.is_empty()
+        && var
+            .chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+        && !var.starts_with(|c: char| c.is_ascii_digit());
+    if valid {
+        Ok(())
+    } else {
+        Err(format!(
+            "--secret-env {var}: expected the name of an environment variable such as {example} (the {what} itself never goes on the command line)"
+        ))
     }
 }
 
@@ -325,17 +333,8 @@ impl RobotSender {
             })?;
         let status = response.status().as_u16();
         let retry_after = crate::http::retry_after(response.headers());
-        // A robot's answer is a few hundred bytes; read at most 4 KB of it.
-        let mut response = response;
-        let mut body = Vec::new();
-        while body.len() < 4096 {
-            match response.chunk().await {
-                Ok(Some(chunk)) => body.extend_from_slice(&chunk),
-                _ => break,
-            }
-        }
-        body.truncate(4096);
-        P::answer(status, retry_after, &String::from_utf8_lossy(&body))
+        let body = crate::http::body_start(response, 4096).await;
+        P::answer(status, retry_after, &body)
     }
 }
 
@@ -519,15 +518,16 @@ pub fn link_url(url: &str) -> String {
         .replace(' ', "%20")
 }
 
-/// The markdown units (header, events, closing) of DingTalk and WeCom, which differ only in
-/// how a line ends and how a quiet line is shown.
+/// The markdown units (header, events, closing) of DingTalk, WeCom and ntfy, which differ
+/// in how a line ends, how a quiet line is shown and how feed text is kept from being
+/// markup (`esc`: [`plain_markdown`] for dialects without an escape character).
 pub fn markdown_units(
     d: &Digest,
     t: &Locale,
     line: &str,
     muted: fn(&str) -> String,
+    esc: fn(&str) -> String,
 ) -> Vec<String> {
-    let esc = plain_markdown;
     let (watch, notes) = closing_lines(d, t);
     pieces(d, t)
         .into_iter()

@@ -148,11 +148,17 @@ pub async fn open_store(config: &Config) -> Store {
 /// An active English subscriber with every layer and threshold 0; its id.
 pub async fn add_reader(store: &Store, address: &str) -> i64 {
     let address = Address::parse(address).unwrap_or_else(|e| panic!("{address}: {e}"));
+    add_reader_in(store, &address, "en").await
+}
+
+/// An active subscriber at `address` (options included) reading `language`, with every
+/// layer and threshold 0; its id.
+pub async fn add_reader_in(store: &Store, address: &Address, language: &str) -> i64 {
     store
         .add_subscriber(
-            &address,
+            address,
             &Filter::default(),
-            "en",
+            language,
             &Status::Active,
             false,
             chrono::Utc::now(),

@@ -13,6 +13,7 @@ pub mod feeds;
 pub mod fuzz;
 pub mod llm;
 pub mod net;
+pub mod ntfy;
 pub mod pg;
 pub mod robots;
 pub mod smtp;

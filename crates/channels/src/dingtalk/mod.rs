@@ -69,7 +69,7 @@ impl Platform for DingTalk {
     }
 
     fn render(d: &Digest, t: &Locale, site: Option<&str>) -> Vec<Value> {
-        let mut units = robot::markdown_units(d, t, "\n\n", |s| s.to_string());
+        let mut units = robot::markdown_units(d, t, "\n\n", |s| s.to_string(), robot::plain_markdown);
         if let Some(site) = site
             && let Some(last) = units.last_mut()
         {

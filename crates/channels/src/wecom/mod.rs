@@ -66,7 +66,7 @@ impl Platform for WeCom {
 
     fn render(d: &Digest, t: &Locale, site: Option<&str>) -> Vec<Value> {
         let muted = |s: &str| format!("<font color=\"comment\">{s}</font>");
-        let mut units = robot::markdown_units(d, t, "\n", muted);
+        let mut units = robot::markdown_units(d, t, "\n", muted, robot::plain_markdown);
         if let Some(site) = site
             && let Some(last) = units.last_mut()
         {
