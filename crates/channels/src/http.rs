@@ -40,6 +40,20 @@ pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     Some(wait.min(MAX_RETRY_AFTER))
 }
 
+/// The start of an answer's body, at most `limit` bytes, as text: a platform's answer is a
+/// few hundred bytes, and a hostile or broken server must not make us read more.
+pub async fn body_start(mut response: reqwest::Response, limit: usize) -> String {
+    let mut body = Vec::new();
+    while body.len() < limit {
+        match response.chunk().await {
+            Ok(Some(chunk)) => body.extend_from_slice(&chunk),
+            _ => break,
+        }
+    }
+    body.truncate(limit);
+    String::from_utf8_lossy(&body).into_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -67,18 +81,4 @@ mod tests {
             "clamped, not an overflow"
         );
     }
-}
-
-/// The start of an answer's body, at most `limit` bytes, as text: a platform's answer is a
-/// few hundred bytes, and a hostile or broken server must not make us read more.
-pub async fn body_start(mut response: reqwest::Response, limit: usize) -> String {
-    let mut body = Vec::new();
-    while body.len() < limit {
-        match response.chunk().await {
-            Ok(Some(chunk)) => body.extend_from_slice(&chunk),
-            _ => break,
-        }
-    }
-    body.truncate(limit);
-    String::from_utf8_lossy(&body).into_owned()
 }
