@@ -19,6 +19,7 @@ mod followup;
 mod fuzz;
 mod llm;
 mod llm_guard;
+mod matrix;
 mod morning;
 mod ntfy;
 mod outbox;

@@ -37,9 +37,10 @@ use kdigest_core::settings::read::Doc;
     feature = "dingtalk",
     feature = "wecom",
     feature = "slack",
-    feature = "ntfy"
+    feature = "ntfy",
+    feature = "matrix"
 ))]
-// The team-chat robots' common parts; ntfy borrows its Markdown units and packing.
+// The team-chat robots' common parts; ntfy and Matrix borrow their pieces and packing.
 pub mod robot;
 
 /// Why one send failed, as the delivery engine needs to know it.
@@ -601,10 +602,11 @@ pub fn https_or_loopback(url: &url::Url) -> bool {
     feature = "dingtalk",
     feature = "wecom",
     feature = "slack",
-    feature = "ntfy"
+    feature = "ntfy",
+    feature = "matrix"
 )))]
 compile_error!(
-    "kdigest delivers through at least one channel: enable one of the features telegram, discord, email, webhook, feishu, dingtalk, wecom, slack, ntfy"
+    "kdigest delivers through at least one channel: enable one of the features telegram, discord, email, webhook, feishu, dingtalk, wecom, slack, ntfy, matrix"
 );
 
 // Each channel is a cargo feature (default: all), so an operator who needs only some builds
@@ -628,6 +630,8 @@ registry! {
     Slack => slack,
     #[cfg(feature = "ntfy")]
     Ntfy => ntfy,
+    #[cfg(feature = "matrix")]
+    Matrix => matrix,
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ pub mod discord;
 pub mod feeds;
 pub mod fuzz;
 pub mod llm;
+pub mod matrix;
 pub mod net;
 pub mod ntfy;
 pub mod pg;
