@@ -39,6 +39,42 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// A reader's view of a digest: `kdigest digest` renders what a reader with this language,
+/// these layers and this threshold receives.
+#[derive(Debug, clap::Args)]
+pub struct ReaderView {
+    /// The reader's language: zh-CN or en [default: digest.language]
+    #[arg(long)]
+    lang: Option<String>,
+    /// The reader's layers, comma-separated, or "all" [default: all]
+    #[arg(long)]
+    layers: Option<String>,
+    /// The reader's minimum event score, 0-100 [default: digest.min_score]
+    #[arg(long)]
+    min_score: Option<f64>,
+}
+
+impl ReaderView {
+    /// The reader's language and filter, when any of them is given.
+    fn read(&self, config: &Config) -> Result<Option<(String, crate::model::Filter)>, UsageError> {
+        if self.lang.is_none() && self.layers.is_none() && self.min_score.is_none() {
+            return Ok(None);
+        }
+        let language = subscribers::parse_language(self.lang.as_deref())?
+            .unwrap_or_else(|| config.digest.language.clone());
+        let filter = crate::model::Filter {
+            layers: match &self.layers {
+                Some(l) => subscribers::parse_layers(l, config)?,
+                None => Default::default(),
+            },
+            min_score: subscribers::parse_min_score(self.min_score)?
+                .unwrap_or(config.digest.min_score),
+            boost: None,
+        };
+        Ok(Some((language, filter)))
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Print (or write) one day's digest; generates it when it is not stored yet
@@ -57,6 +93,18 @@ pub enum Command {
         /// The weekly roll-up of an ISO week (YYYY-Www, e.g. 2026-W44) from its stored dailies
         #[arg(long, conflicts_with_all = ["date", "force"])]
         week: Option<String>,
+        #[command(flatten)]
+        reader: ReaderView,
+    },
+    /// Render what one subscriber receives next, exactly as delivery sends it: its editions
+    /// of the day, in its channel's format, language and filter
+    Preview {
+        /// Subscriber id or address
+        #[arg(long)]
+        subscriber: String,
+        /// YYYY-MM-DD, today, yesterday or latest
+        #[arg(long, default_value = "latest")]
+        date: String,
     },
     /// Show how an event's score was computed
     Explain {
@@ -262,7 +310,22 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             out,
             force,
             week,
-        } => digest_command(&loaded(), &date, format, out.as_deref(), force, week).await,
+            reader,
+        } => {
+            digest_command(
+                &loaded(),
+                &date,
+                format,
+                out.as_deref(),
+                force,
+                week,
+                &reader,
+            )
+            .await
+        }
+        Command::Preview { subscriber, date } => {
+            preview_command(&loaded(), &subscriber, &date).await
+        }
         Command::Explain { event, date } => explain_command(&loaded(), &event, &date).await,
         Command::Feedback { days } => feedback_command(&loaded(), days).await,
         Command::Eval { dir, fit, out } => eval_command(&dir, fit, &out),
@@ -373,14 +436,16 @@ async fn digest_command(
     out: Option<&Path>,
     force: bool,
     week: Option<String>,
+    reader: &ReaderView,
 ) -> anyhow::Result<()> {
     let week = week
         .map(|w| crate::weekly::Week::parse(&w).map_err(|e| UsageError(format!("--week {e}"))))
         .transpose()?;
+    let reader = reader.read(config)?;
     let store = Store::connect(&config.storage).await?;
     if let Some(week) = week {
         let digest = weekly(config, &store, week).await?;
-        return output(&site_renderer(config)?, &digest, format, out);
+        return reader_output(config, &digest, reader, format, out);
     }
     let date = resolve_date(date, config).await?;
     let stored = if force {
@@ -392,7 +457,67 @@ async fn digest_command(
         Some(d) => d,
         None => progress::generate(config, &store, date).await?,
     };
-    output(&site_renderer(config)?, &digest, format, out)
+    reader_output(config, &digest, reader, format, out)
+}
+
+/// The digest as it is, or as a reader with this language and filter receives it.
+fn reader_output(
+    config: &Config,
+    digest: &Digest,
+    reader: Option<(String, crate::model::Filter)>,
+    format: Output,
+    out: Option<&Path>,
+) -> anyhow::Result<()> {
+    let Some((language, filter)) = reader else {
+        return output(&site_renderer(config)?, digest, format, out);
+    };
+    let renderer = crate::templates::renderer(&language, config.digest.templates_dir.as_deref())?
+        .with_site(config.web.public_url.clone());
+    let edition = crate::deliver::reader_edition(digest, &filter, &language, renderer.locale());
+    output(&renderer, &edition, format, out)
+}
+
+async fn preview_command(config: &Config, key: &str, date: &str) -> anyhow::Result<()> {
+    let store = Store::connect(&config.storage).await?;
+    let reader = subscribers::find(&store, key).await?;
+    let date = resolve_date(date, config).await?;
+    if store.load_digest(date).await?.is_none() {
+        progress::generate(config, &store, date).await?;
+    }
+    let metrics = std::sync::Arc::new(crate::metrics::Metrics::default());
+    let engine = crate::deliver::engine::Engine::new(store, config, metrics)?;
+    let editions = engine.preview(&reader, date).await?;
+    println!("{}", subscribers::describe(&reader));
+    if editions.is_empty() {
+        println!(
+            "Nothing on {date}: its cadence ({}) takes no edition that day",
+            reader.cadence
+        );
+    }
+    for (edition, messages) in editions {
+        match messages {
+            None => println!(
+                "── {} of {date}: nothing passes its filter, so nothing is sent (notify-empty is off)",
+                edition.as_str()
+            ),
+            Some(messages) => {
+                let total = messages.len();
+                for (i, m) in messages.iter().enumerate() {
+                    println!(
+                        "──── {} of {date} to {}: message {}/{total} ────",
+                        edition.as_str(),
+                        reader.address,
+                        i + 1
+                    );
+                    print!("{m}");
+                    if !m.ends_with('\n') {
+                        println!();
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 async fn explain_command(config: &Config, event: &str, date: &str) -> anyhow::Result<()> {

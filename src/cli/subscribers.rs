@@ -330,7 +330,7 @@ pub fn describe(s: &Subscriber) -> String {
     )
 }
 
-async fn find(store: &Store, key: &str) -> anyhow::Result<Subscriber> {
+pub(super) async fn find(store: &Store, key: &str) -> anyhow::Result<Subscriber> {
     let found = match key.trim_start_matches('#').parse::<i64>() {
         Ok(id) => store.subscriber(id).await?,
         Err(_) => {
@@ -366,7 +366,7 @@ pub fn parse_layers(raw: &str, config: &Config) -> Result<BTreeSet<String>, Usag
     Ok(layers)
 }
 
-fn parse_min_score(raw: Option<f64>) -> Result<Option<Score>, UsageError> {
+pub(super) fn parse_min_score(raw: Option<f64>) -> Result<Option<Score>, UsageError> {
     raw.map(|v| {
         Score::parse_threshold(v)
             .ok_or_else(|| UsageError(format!("--min-score {v}: use a number from 0 to 100")))

@@ -27,7 +27,7 @@ use crate::config::{Config, DeliveryConfig};
 use crate::metrics::Metrics;
 use crate::model::Digest;
 use crate::store::{Claimed, Settled, Store, WHOLE_CHANNEL, is_busy};
-use crate::subscriber::{Channel, Edition, Status};
+use crate::subscriber::{Channel, Edition, Status, Subscriber};
 
 /// How often expired claims are returned to the queue, at most (a sixth of a claim's life
 /// when that is shorter).
@@ -507,6 +507,39 @@ impl Engine {
         self.readers_in_flight
             .lock()
             .unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// What `reader` receives for `date`, exactly as delivery would send it: each edition
+    /// its cadence takes that day, rendered for its channel, or None for an edition its
+    /// filter empties and it did not ask to hear about (`notify_empty`). Errors when no
+    /// digest is stored for `date`.
+    pub async fn preview(
+        &self,
+        reader: &Subscriber,
+        date: NaiveDate,
+    ) -> anyhow::Result<Vec<(Edition, Option<Arc<Vec<String>>>)>> {
+        let mut out = Vec::new();
+        for edition in reader.cadence.editions(date) {
+            let Some(digest) = self.digest(date, edition).await? else {
+                anyhow::bail!(
+                    "No digest is stored for {date}; make it with `kdigest digest --date {date}`"
+                );
+            };
+            // The planner's own test (`plan`): an edition none of whose events pass.
+            let wanted = reader.notify_empty || digest.events().any(|e| reader.filter.accepts(e));
+            let messages = if !wanted {
+                None
+            } else {
+                Some(self.cache.messages(
+                    &digest,
+                    &reader.filter,
+                    &reader.language,
+                    reader.address.channel(),
+                )?)
+            };
+            out.push((edition, messages));
+        }
+        Ok(out)
     }
 
     /// The roll-up of the seven days ending with `daily` (its own day from the value in

@@ -51,6 +51,24 @@ impl<'a> Editions<'a> {
     }
 }
 
+/// What a reader of `language` with `filter` gets of `d`: the digest in their language
+/// first (the overview is built from the events' briefs; no copy when it is in that
+/// language already), then only the events that pass their filter. Delivery renders this,
+/// and so does `kdigest digest --lang/--layers/--min-score` and `kdigest preview`. Pure.
+pub fn reader_edition(
+    d: &Digest,
+    filter: &Filter,
+    language: &str,
+    locale: &crate::locale::Locale,
+) -> Digest {
+    let localized = if d.language == language {
+        std::borrow::Cow::Borrowed(d)
+    } else {
+        std::borrow::Cow::Owned(d.clone().in_language(language))
+    };
+    digest::filter(&localized, filter, locale)
+}
+
 /// One row per subscriber and edition their cadence takes on this date, when their channel
 /// can be sent to and their filtered edition is not empty (or they asked for a note on
 /// empty days). Pure.
@@ -159,14 +177,7 @@ impl RenderCache {
             return Ok(hit.clone());
         }
         let renderer = self.renderer(language)?;
-        // In the reader's language first: the overview is built from the events' briefs. No
-        // copy when the digest is in that language already.
-        let localized = if d.language == language {
-            std::borrow::Cow::Borrowed(d)
-        } else {
-            std::borrow::Cow::Owned(d.clone().in_language(language))
-        };
-        let filtered = digest::filter(&localized, filter, renderer.locale());
+        let filtered = reader_edition(d, filter, language, renderer.locale());
         // Through `Renderer::render`, so a weekly roll-up gets the locale's weekly words.
         let messages = Arc::new(channel.render(&filtered, &renderer)?);
         renders.insert(key, messages.clone());

@@ -695,3 +695,130 @@ fn subscribers_take_a_local_delivery_time() {
         assert!(stderr(&out).contains(says), "{args:?}: {}", stderr(&out));
     }
 }
+
+/// `kdigest digest --lang/--layers/--min-score` renders what such a reader receives, and
+/// `kdigest preview --subscriber` what one subscriber's next delivery is: the same path as
+/// delivery (language first, then the filter, then the channel's render).
+#[test]
+fn every_readers_view_from_the_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = file_config(dir.path());
+    let all = kdigest(
+        &config,
+        &["digest", "--date", "2026-10-28", "--format", "json"],
+    );
+    assert!(all.status.success(), "{}", stderr(&all));
+    let all: serde_json::Value = serde_json::from_str(&stdout(&all)).unwrap();
+    let events = |v: &serde_json::Value| -> Vec<String> {
+        ["key_changes", "papers", "other_updates"]
+            .iter()
+            .flat_map(|k| v[k].as_array().cloned().unwrap_or_default())
+            .map(|e| e["title"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let view = kdigest(
+        &config,
+        &[
+            "digest",
+            "--date",
+            "2026-10-28",
+            "--format",
+            "json",
+            "--lang",
+            "zh-CN",
+            "--layers",
+            "runtime",
+            "--min-score",
+            "75",
+        ],
+    );
+    assert!(view.status.success(), "{}", stderr(&view));
+    let view: serde_json::Value = serde_json::from_str(&stdout(&view)).unwrap();
+    assert_eq!(view["language"], "zh-CN");
+    let kept = events(&view);
+    assert!(
+        !kept.is_empty() && kept.len() < events(&all).len(),
+        "{kept:?}"
+    );
+    for e in ["key_changes", "papers", "other_updates"]
+        .iter()
+        .flat_map(|k| view[k].as_array().cloned().unwrap_or_default())
+    {
+        let layers: Vec<&str> = e["layers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l.as_str().unwrap())
+            .collect();
+        assert!(layers.contains(&"runtime"), "{layers:?}");
+        assert!(e["score"].as_f64().unwrap() >= 75.0, "{e}");
+    }
+    assert!(
+        view["overview"]
+            .as_str()
+            .unwrap()
+            .chars()
+            .any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c))
+    );
+
+    for (args, says) in [
+        (&["--layers", "kernels"][..], "\"kernels\" is not a layer"),
+        (&["--min-score", "120"][..], "--min-score 120"),
+        (&["--lang", "fr"][..], "--lang fr"),
+    ] {
+        let mut full = vec!["digest", "--date", "2026-10-28"];
+        full.extend_from_slice(args);
+        let out = kdigest(&config, &full);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&out).contains(says), "{args:?}: {}", stderr(&out));
+    }
+
+    // One subscriber's next delivery, in its channel's format.
+    let add = kdigest(
+        &config,
+        &[
+            "subscribers",
+            "add",
+            "telegram:4242",
+            "--lang",
+            "zh-CN",
+            "--layers",
+            "kernel_codegen",
+            "--min-score",
+            "80",
+        ],
+    );
+    assert!(add.status.success(), "{}", stderr(&add));
+    let preview = kdigest(
+        &config,
+        &[
+            "preview",
+            "--subscriber",
+            "telegram:4242",
+            "--date",
+            "2026-10-28",
+        ],
+    );
+    assert!(preview.status.success(), "{}", stderr(&preview));
+    let text = stdout(&preview);
+    assert!(
+        text.contains("daily of 2026-10-28 to telegram:4242: message 1/"),
+        "{text}"
+    );
+    assert!(text.contains("<b>"), "Telegram's HTML: {text:.400}");
+    assert!(text.contains("为什么重要"), "{text:.400}");
+    assert!(
+        text.contains("CUTLASS 5.0.0") && !text.contains("Tessera"),
+        "kernel_codegen ≥ 80 only"
+    );
+    let missing = kdigest(
+        &config,
+        &["preview", "--subscriber", "99", "--date", "2026-10-28"],
+    );
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(
+        stderr(&missing).contains("subscribers list"),
+        "{}",
+        stderr(&missing)
+    );
+}
