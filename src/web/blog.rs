@@ -1,5 +1,7 @@
 //! The blog: `/` (digests newest first, paged), `/digest/{date}` (one digest, optionally
-//! filtered with `?layers=a,b&min_score=70`, with a read count), `/feed.xml` (Atom 1.0).
+//! filtered with `?layers=a,b&min_score=70`, with a read count), `/feed.xml` (Atom 1.0),
+//! `/week/{YYYY-Www}` (the weekly roll-up of an ISO week from its stored dailies) and
+//! `/weekly.xml` (Atom 1.0 of the roll-ups).
 //! Everything is rendered from stored digests; feed text is escaped by the templates. Digest
 //! pages are cached and views counted in memory ([`crate::web::pages`]).
 
@@ -22,6 +24,8 @@ use crate::web::pages::{CachedPage, PageCache, ReadCounter};
 
 const PAGE_SIZE: i64 = 10;
 const FEED_ENTRIES: i64 = 20;
+/// Roll-ups in the weekly feed.
+const WEEKLY_ENTRIES: usize = 8;
 
 pub struct Blog {
     pub store: Store,
@@ -231,6 +235,86 @@ pub async fn feed(State(blog): State<Arc<Blog>>) -> Response {
             t.get("blog_tagline"),
             base.as_str(),
             base.join("feed.xml")?.as_str(),
+            &entries,
+        ))
+    };
+    match result.await {
+        Ok(xml) => atom_response(xml),
+        Err(e) => failure(e),
+    }
+}
+
+/// The roll-up of one ISO week, made from its stored dailies as `kdigest digest --week`
+/// makes it; None when none of its days has a digest.
+async fn roll_up(
+    blog: &Blog,
+    week: crate::weekly::Week,
+) -> anyhow::Result<Option<crate::model::Digest>> {
+    let (digest, _) = crate::pipeline::roll_up(
+        &blog.store,
+        week,
+        blog.config.digest.key_changes,
+        blog.renderer.locale(),
+        None,
+    )
+    .await?;
+    Ok(digest)
+}
+
+pub async fn week_page(State(blog): State<Arc<Blog>>, Path(week): Path<String>) -> Response {
+    let Ok(week) = crate::weekly::Week::parse(&week) else {
+        return not_found(&blog);
+    };
+    let result = async {
+        let Some(digest) = roll_up(&blog, week).await? else {
+            return Ok(None);
+        };
+        let mut pages = blog.renderer.render(&digest, crate::render::Format::Html)?;
+        anyhow::Ok(pages.pop())
+    };
+    match result.await {
+        Ok(Some(body)) => html(StatusCode::OK, body),
+        Ok(None) => not_found(&blog),
+        Err(e) => failure(e),
+    }
+}
+
+/// Atom 1.0: one entry per ISO week that has stored dailies, newest first.
+pub async fn weekly_feed(State(blog): State<Arc<Blog>>) -> Response {
+    let base = blog.config.web.public_url.clone();
+    let result = async {
+        let recent = blog
+            .store
+            .digests_page(0, (WEEKLY_ENTRIES * 7) as i64)
+            .await?;
+        let mut weeks: Vec<crate::weekly::Week> = Vec::new();
+        for (d, _) in &recent {
+            let week = crate::weekly::Week::of(d.date);
+            if !weeks.contains(&week) && weeks.len() < WEEKLY_ENTRIES {
+                weeks.push(week);
+            }
+        }
+        let mut entries = Vec::new();
+        for week in weeks {
+            let Some(digest) = roll_up(&blog, week).await? else {
+                continue;
+            };
+            let url = base.join(&format!("week/{week}"))?.to_string();
+            entries.push(AtomEntry {
+                id: url.clone(),
+                link: url,
+                // "2026-W44 · …": a roll-up's title is made like a day's.
+                title: crate::render::dated_title(&digest),
+                updated: digest.window.end.to_rfc3339(),
+                summary: digest.overview.clone(),
+            });
+        }
+        let t = blog.renderer.locale();
+        anyhow::Ok(atom(
+            &format!("{} · {}", t.get("blog_title"), t.get("weekly_feed")),
+            t.get("blog_tagline"),
+            base.as_str(),
+            base.join("weekly.xml")?.as_str(),
             &entries,
         ))
     };

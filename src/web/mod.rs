@@ -91,6 +91,8 @@ pub fn router(metrics: Arc<Metrics>, services: Services) -> Router {
                 get(blog::digest_page).with_state(b.clone()),
             )
             .route("/feed.xml", get(blog::feed).with_state(b.clone()))
+            .route("/week/{week}", get(blog::week_page).with_state(b.clone()))
+            .route("/weekly.xml", get(blog::weekly_feed).with_state(b.clone()))
             .route("/search", get(archive::search).with_state(b.clone()))
             .route("/e/{id}", get(archive::event_page).with_state(b.clone()))
             .route(

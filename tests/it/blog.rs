@@ -303,3 +303,41 @@ async fn readers_search_the_archive_and_follow_permalinks_and_layers() {
 fn url_encode(s: &str) -> String {
     url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
 }
+
+/// Weekly roll-ups on the web (issue 32 item 5): a page per ISO week made from its stored
+/// dailies, an Atom feed of them, both linked from the blog's home page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn weekly_roll_ups_have_pages_and_a_feed_linked_from_the_blog() {
+    let site = &Site::start().await;
+    // 2026-10-27 and 2026-10-28 are in ISO week 2026-W44.
+    let home = site.page("/").await;
+    assert!(home.contains("href=\"/week/2026-W44\""), "{home}");
+    assert!(home.contains("href=\"/weekly.xml\""), "{home}");
+
+    let week = site.page("/week/2026-W44").await;
+    assert!(
+        week.contains("本周概览"),
+        "the roll-up's own words: {week:.600}"
+    );
+    assert!(week.contains("CUTLASS 5.0.0"), "{week:.600}");
+    assert!(!week.contains("<digest>"), "titles stay escaped");
+    for missing in ["/week/2026-W30", "/week/nope", "/week/2026-W99"] {
+        assert_eq!(site.get(missing).await.status(), 404, "{missing}");
+    }
+
+    let feed = site.get("/weekly.xml").await;
+    assert_eq!(feed.status(), 200);
+    assert!(
+        feed.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("application/atom+xml")
+    );
+    let feed =
+        feed_rs::parser::parse(feed.bytes().await.unwrap().as_ref()).expect("the feed parses");
+    assert_eq!(feed.entries.len(), 1, "one week has dailies");
+    let entry = &feed.entries[0];
+    assert_eq!(entry.links[0].href, format!("{}week/2026-W44", site.base));
+    let title = entry.title.as_ref().unwrap().content.clone();
+    assert!(title.starts_with("2026-W44 · "), "{title}");
+}

@@ -129,10 +129,17 @@ impl Renderer {
                 }
             })
             .collect();
+        // The newest digest's ISO week: its roll-up page (`/week/{week}`).
+        let latest_week = digests
+            .iter()
+            .map(|(d, _)| d.date)
+            .max()
+            .map(|date| crate::weekly::Week::of(date).to_string());
         let ctx = context! {
             t => Value::from_serialize(&self.locale),
             lang => &self.language,
             signup => signup,
+            latest_week => latest_week,
             digests => items,
             newer => newer,
             older => older,
