@@ -525,8 +525,8 @@ impl Engine {
                     "No digest is stored for {date}; make it with `kdigest digest --date {date}`"
                 );
             };
-            // The planner's own test (`plan`): an edition none of whose events pass.
-            let wanted = reader.notify_empty || digest.events().any(|e| reader.filter.accepts(e));
+            // The planner's own test (`plan`).
+            let wanted = reader.notify_empty || super::any_passes(&digest, &reader.filter);
             let messages = if !wanted {
                 None
             } else {

@@ -69,6 +69,12 @@ pub fn reader_edition(
     digest::filter(&localized, filter, locale)
 }
 
+/// Whether any event of `digest` passes `filter`: a reader whose edition has none gets
+/// nothing that day (unless they asked for a note on empty days).
+pub fn any_passes(digest: &Digest, filter: &Filter) -> bool {
+    digest.events().any(|e| filter.accepts(e))
+}
+
 /// One row per subscriber and edition their cadence takes on this date, when their channel
 /// can be sent to and their filtered edition is not empty (or they asked for a note on
 /// empty days). Pure.
@@ -92,7 +98,7 @@ pub fn plan(
             let wanted = s.notify_empty
                 || *matches
                     .entry((edition, &s.filter))
-                    .or_insert_with(|| digest.events().any(|e| s.filter.accepts(e)));
+                    .or_insert_with(|| any_passes(digest, &s.filter));
             if wanted {
                 rows.push(PlannedDelivery {
                     id: delivery_id(date, edition, s.id),

@@ -40,9 +40,52 @@ pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     Some(wait.min(MAX_RETRY_AFTER))
 }
 
+/// A platform's answer: its status, the wait it asked for and the start of its body.
+pub struct Answer {
+    pub status: u16,
+    pub retry_after: Option<Duration>,
+    pub body: String,
+}
+
+/// Sends `request` to `platform` and reads its answer (at most 8 KB of body). A request
+/// that fails is a [`crate::SendError`]: refused by the private-network guard, permanent;
+/// anything else (a timeout, a dropped connection), transient. The reason never shows the
+/// URL, which may hold a token.
+pub async fn exchange(
+    platform: &str,
+    request: reqwest::RequestBuilder,
+) -> Result<Answer, crate::SendError> {
+    let response = request
+        .send()
+        .await
+        .map_err(|e| match crate::netguard::refusal(&e) {
+            Some(reason) => crate::SendError::Permanent { reason },
+            None => crate::SendError::Transient {
+                reason: format!(
+                    "{platform} request {}: {}",
+                    if e.is_timeout() {
+                        "timed out"
+                    } else {
+                        "failed"
+                    },
+                    e.without_url()
+                ),
+                retry_after: None,
+            },
+        })?;
+    let status = response.status().as_u16();
+    let retry_after = retry_after(response.headers());
+    let body = body_start(response, 8192).await;
+    Ok(Answer {
+        status,
+        retry_after,
+        body,
+    })
+}
+
 /// The start of an answer's body, at most `limit` bytes, as text: a platform's answer is a
 /// few hundred bytes, and a hostile or broken server must not make us read more.
-pub async fn body_start(mut response: reqwest::Response, limit: usize) -> String {
+async fn body_start(mut response: reqwest::Response, limit: usize) -> String {
     let mut body = Vec::new();
     while body.len() < limit {
         match response.chunk().await {

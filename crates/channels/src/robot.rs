@@ -304,37 +304,16 @@ impl RobotSender {
                 chrono::Utc::now().timestamp_millis(),
             );
         }
-        let response = self
+        let request = self
             .client
             .post(url)
             .header(
                 reqwest::header::CONTENT_TYPE,
                 "application/json; charset=utf-8",
             )
-            .body(payload.to_string())
-            .send()
-            .await
-            .map_err(|e| match crate::netguard::refusal(&e) {
-                Some(reason) => SendError::Permanent { reason },
-                None => SendError::Transient {
-                    reason: format!(
-                        "{} request {}: {}",
-                        P::NAME,
-                        if e.is_timeout() {
-                            "timed out"
-                        } else {
-                            "failed"
-                        },
-                        // The URL holds the robot's token.
-                        e.without_url()
-                    ),
-                    retry_after: None,
-                },
-            })?;
-        let status = response.status().as_u16();
-        let retry_after = crate::http::retry_after(response.headers());
-        let body = crate::http::body_start(response, 4096).await;
-        P::answer(status, retry_after, &body)
+            .body(payload.to_string());
+        let answer = crate::http::exchange(P::NAME, request).await?;
+        P::answer(answer.status, answer.retry_after, &answer.body)
     }
 }
 

@@ -54,22 +54,8 @@ impl MatrixSender {
         url
     }
 
-    async fn request(&self, request: reqwest::RequestBuilder) -> Result<(u16, Option<Duration>, String), SendError> {
-        let response = request
-            .bearer_auth(self.token.expose())
-            .send()
-            .await
-            .map_err(|e| SendError::Transient {
-                reason: format!(
-                    "Matrix request {}: {}",
-                    if e.is_timeout() { "timed out" } else { "failed" },
-                    e.without_url()
-                ),
-                retry_after: None,
-            })?;
-        let status = response.status().as_u16();
-        let retry_after = crate::http::retry_after(response.headers());
-        Ok((status, retry_after, crate::http::body_start(response, 8192).await))
+    async fn request(&self, request: reqwest::RequestBuilder) -> Result<crate::http::Answer, SendError> {
+        crate::http::exchange("Matrix", request.bearer_auth(self.token.expose())).await
     }
 
     /// The room's id: itself, or the alias resolved through the room directory.
@@ -81,11 +67,11 @@ impl MatrixSender {
         if let Some(id) = self.rooms.lock().unwrap().get(alias) {
             return Ok(id.clone());
         }
-        let (status, retry_after, body) = self
+        let reply = self
             .request(self.client.get(self.url(&["directory", "room", alias])))
             .await?;
-        answer(status, retry_after, &body)?;
-        let id = serde_json::from_str::<Value>(&body)
+        answer(reply.status, reply.retry_after, &reply.body)?;
+        let id = serde_json::from_str::<Value>(&reply.body)
             .ok()
             .and_then(|v| v["room_id"].as_str().map(str::to_string))
             .ok_or_else(|| SendError::Transient {
@@ -105,8 +91,8 @@ impl MatrixSender {
             .put(url)
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(message.to_string());
-        let (status, retry_after, body) = self.request(request).await?;
-        let result = answer(status, retry_after, &body);
+        let reply = self.request(request).await?;
+        let result = answer(reply.status, reply.retry_after, &reply.body);
         if matches!(result, Err(SendError::Permanent { .. }))
             && let Room::Alias(alias) = room
         {

@@ -71,30 +71,15 @@ impl NtfySender {
             })?;
             request = request.bearer_auth(token.expose());
         }
-        let response = request.send().await.map_err(|e| match crate::netguard::refusal(&e) {
-            Some(reason) => SendError::Permanent { reason },
-            None => SendError::Transient {
-                reason: format!(
-                    "ntfy request {}: {}",
-                    if e.is_timeout() { "timed out" } else { "failed" },
-                    // The URL's path names the server's root, never the topic, but keep
-                    // the habit of the other channels.
-                    e.without_url()
-                ),
-                retry_after: None,
-            },
-        })?;
-        let status = response.status().as_u16();
-        let retry_after = crate::http::retry_after(response.headers());
-        // An answer is the published message or an error, a few hundred bytes.
-        let body = crate::http::body_start(response, 4096).await;
-        answer(
-            status,
-            retry_after.or((status == 429).then_some(self.limit_wait)),
-            &body,
-            topic.token_env.is_some(),
-        )
+        let answer = crate::http::exchange("ntfy", request).await?;
+        send_answer(&answer, self.limit_wait, topic.token_env.is_some())
     }
+}
+
+/// The answer to a publish, a 429 without Retry-After waiting `limit_wait`.
+fn send_answer(a: &crate::http::Answer, limit_wait: Duration, token: bool) -> Result<(), SendError> {
+    let retry_after = a.retry_after.or((a.status == 429).then_some(limit_wait));
+    answer(a.status, retry_after, &a.body, token)
 }
 
 /// ntfy's answer as a delivery outcome. `token` says whether we sent an access token,
