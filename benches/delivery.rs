@@ -37,6 +37,7 @@ fn filters() -> Vec<Filter> {
             },
             min_score: Score::from_f64(60.0 + (i / 4) as f64 * 5.0),
             boost: None,
+            follows: Vec::new(),
         })
         .collect()
 }

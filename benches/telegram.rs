@@ -145,6 +145,7 @@ fn main() {
                 layers: Default::default(),
                 min_score: Score::from_f64(f64::from(t)),
                 boost: None,
+                follows: Vec::new(),
             })
             .find(|f| {
                 cache

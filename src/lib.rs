@@ -24,8 +24,8 @@
 // re-exported here so the application and its users name them as before
 // (`kdigest::model::Digest`, `crate::digest::assemble`).
 pub use kdigest_core::{
-    archive, classify, cluster, crontab, digest, feedback, followup, learned, locale, model, parse,
-    redact, release_notes, render, schedule, score, settings, text, tokens, weekly,
+    archive, classify, cluster, crontab, digest, feedback, following, followup, learned, locale,
+    model, parse, redact, release_notes, render, schedule, score, settings, text, tokens, weekly,
 };
 // The outbound channels are their own crate too (crates/channels), with the private-network
 // guard every outbound client keeps.

@@ -117,6 +117,20 @@ pub fn command_definitions(layers: &[&str]) -> Value {
                 json!({"type": 3, "name": "value", "description": "on or off", "choices": [{"name": "on", "value": "on"}, {"name": "off", "value": "off"}]})
             ]
         ),
+        command(
+            "follow",
+            "cmd_follow",
+            vec![
+                json!({"type": 3, "name": "phrase", "description": "A project or phrase, e.g. triton or FlashAttention (none: show)", "max_length": crate::following::MAX_CHARS})
+            ]
+        ),
+        command(
+            "unfollow",
+            "cmd_unfollow",
+            vec![
+                json!({"type": 3, "name": "phrase", "description": "A phrase you follow", "required": true, "max_length": crate::following::MAX_CHARS})
+            ]
+        ),
     ])
 }
 
@@ -136,6 +150,8 @@ pub fn command_text(interaction: &Value) -> Option<String> {
         &["at", "zone"]
     } else if name == "cadence" {
         &["cadence", "day"]
+    } else if name == "follow" || name == "unfollow" {
+        &["phrase"]
     } else {
         &["date", "layer", "min_score", "value", "language", "n"]
     };
@@ -143,9 +159,12 @@ pub fn command_text(interaction: &Value) -> Option<String> {
     for key in order {
         if let Some(o) = options.iter().find(|o| o["name"] == *key) {
             match &o["value"] {
+                // Layers typed with spaces are a list; a followed phrase keeps its words.
                 Value::String(s) => text.push_str(&format!(
                     " {}",
-                    s.split_whitespace().collect::<Vec<_>>().join(",")
+                    s.split_whitespace()
+                        .collect::<Vec<_>>()
+                        .join(if *key == "phrase" { " " } else { "," })
                 )),
                 Value::Number(n) => text.push_str(&format!(" {n}")),
                 _ => {}

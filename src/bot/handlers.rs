@@ -186,6 +186,7 @@ pub async fn handle(command: Command, ctx: &Ctx<'_>) -> anyhow::Result<Reply> {
                         layers,
                         min_score,
                         boost: None,
+                        follows: Vec::new(),
                     };
                     ctx.store
                         .add_subscriber(
@@ -303,6 +304,8 @@ pub async fn handle(command: Command, ctx: &Ctx<'_>) -> anyhow::Result<Reply> {
             )
             .await
         }
+        Command::Follow(new) => follow(ctx, subscriber, &t, new.map(|p| (true, p))).await,
+        Command::Unfollow(phrase) => follow(ctx, subscriber, &t, Some((false, phrase))).await,
         Command::Settings | Command::Lang(None) => match subscriber {
             Some(s) => text(settings(&s, &t)),
             None => text(t.get("bot_not_subscribed").to_string()),
@@ -422,6 +425,53 @@ async fn setting(
     Ok(Reply::Text(answer(&s, t)))
 }
 
+/// `/follow` and `/unfollow`: `edit` is (true, phrase) to follow it, (false, phrase) to stop;
+/// none shows what the chat follows. A full list, or a phrase not followed, is answered
+/// with what is.
+async fn follow(
+    ctx: &Ctx<'_>,
+    subscriber: Option<Subscriber>,
+    t: &Locale,
+    edit: Option<(bool, String)>,
+) -> anyhow::Result<Reply> {
+    let follows = match (edit, &subscriber) {
+        (Some((true, phrase)), Some(s)) => {
+            match crate::following::add(&s.filter.follows, &phrase) {
+                Ok(f) => Some(f),
+                Err(_) => {
+                    return Ok(Reply::Text(t.fill(
+                        "bot_follows_full",
+                        &[("n", &crate::following::MAX_FOLLOWS.to_string())],
+                    )));
+                }
+            }
+        }
+        (Some((false, phrase)), Some(s)) => {
+            match crate::following::remove(&s.filter.follows, &phrase) {
+                Some(f) => Some(f),
+                None => {
+                    return Ok(Reply::Text(t.fill(
+                        "bot_not_followed",
+                        &[
+                            ("phrase", &phrase),
+                            ("follows", &follows_text(&s.filter, t)),
+                        ],
+                    )));
+                }
+            }
+        }
+        _ => None,
+    };
+    setting(
+        ctx,
+        subscriber,
+        t,
+        follows.map(|f| move |s: &mut Subscriber| s.filter.follows = f),
+        |s, t| t.fill("bot_follows", &[("follows", &follows_text(&s.filter, t))]),
+    )
+    .await
+}
+
 /// A 👍/👎 button pressed in a chat: records `reader`'s vote (one per event and reader, a
 /// new one replaces it) through the chat's subscription, if it has one, and answers with
 /// the event's votes so far.
@@ -482,6 +532,15 @@ pub fn boost_text(f: &crate::model::Filter, t: &Locale) -> String {
     }
 }
 
+/// The followed phrases, quoted, or how to follow one.
+pub fn follows_text(f: &crate::model::Filter, t: &Locale) -> String {
+    if f.follows.is_empty() {
+        t.get("follows_none").to_string()
+    } else {
+        crate::following::listed(&f.follows)
+    }
+}
+
 /// "daily", "the weekly roll-up on Friday", in the reader's words.
 pub fn cadence_text(c: crate::subscriber::Cadence, t: &Locale) -> String {
     use crate::subscriber::Cadence;
@@ -511,6 +570,7 @@ fn settings(s: &Subscriber, t: &Locale) -> String {
             ("time", &time_text(s.deliver_at, t)),
             ("cadence", &cadence_text(s.cadence, t)),
             ("boost", &boost_text(&s.filter, t)),
+            ("follows", &follows_text(&s.filter, t)),
         ],
     )
 }
@@ -577,12 +637,14 @@ async fn digest_reply(
             layers,
             min_score: s.map_or(ctx.config.digest.min_score, |s| s.filter.min_score),
             boost: s.and_then(|s| s.filter.boost.clone()),
+            follows: s.map(|s| s.filter.follows.clone()).unwrap_or_default(),
         },
         (true, Some(s)) => s.filter.clone(),
         (true, None) => Filter {
             layers: BTreeSet::new(),
             min_score: ctx.config.digest.min_score,
             boost: None,
+            follows: Vec::new(),
         },
     };
     let filtered: Digest = digest::filter(&d.in_language(language), &filter, t);

@@ -49,6 +49,10 @@ pub enum Command {
     Cadence(Option<crate::subscriber::Cadence>),
     /// `/boost`: show; `/boost on|off`: the layer boost from the chat's votes.
     Boost(Option<bool>),
+    /// `/follow`: show; `/follow <project or phrase>`: follow it (crate::following).
+    Follow(Option<String>),
+    /// `/unfollow <phrase>`.
+    Unfollow(String),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -132,6 +136,8 @@ pub const MENU: &[(&str, &str)] = &[
     ("time", "cmd_time"),
     ("cadence", "cmd_cadence"),
     ("boost", "cmd_boost"),
+    ("follow", "cmd_follow"),
+    ("unfollow", "cmd_unfollow"),
 ];
 
 /// Parses `/command args` (`/command@botname` in groups). `Ok(None)` for text that is not a
@@ -298,6 +304,27 @@ pub fn parse(
                 Some(a) => return Err(bad("bot_bad_boost", &a, USAGE)),
             }
         }
+        "follow" | "unfollow" => {
+            let usage = if name.eq_ignore_ascii_case("follow") {
+                "/follow [project or \"phrase\"]"
+            } else {
+                "/unfollow project or \"phrase\""
+            };
+            let typed = args.join(" ");
+            let phrase = if typed.is_empty() {
+                None
+            } else {
+                Some(
+                    crate::following::normalize(&typed)
+                        .map_err(|_| bad("bot_bad_follow", &typed, usage))?,
+                )
+            };
+            match (name.eq_ignore_ascii_case("follow"), phrase) {
+                (true, phrase) => Command::Follow(phrase),
+                (false, Some(phrase)) => Command::Unfollow(phrase),
+                (false, None) => return Err(bad("bot_bad_follow", "", usage)),
+            }
+        }
         "status" => Command::Status,
         "run" => Command::Run,
         _ => {
@@ -447,6 +474,30 @@ mod tests {
             msg("/frobnicate"),
             "Unknown command /frobnicate; send /help for the list."
         );
+    }
+
+    #[test]
+    fn follow_takes_a_project_or_a_quoted_phrase() {
+        assert_eq!(p("/follow").unwrap(), Some(Command::Follow(None)));
+        assert_eq!(
+            p("/follow triton").unwrap(),
+            Some(Command::Follow(Some("triton".into())))
+        );
+        assert_eq!(
+            p("/follow \"Flash   Attention\"").unwrap(),
+            Some(Command::Follow(Some("Flash Attention".into())))
+        );
+        assert_eq!(
+            p("/unfollow “triton”").unwrap(),
+            Some(Command::Unfollow("triton".into()))
+        );
+        let t = Locale::builtin("en");
+        assert_eq!(
+            p("/unfollow").unwrap_err().message(&t, LAYERS),
+            "\"\" cannot be followed: give a project or words, at most 60 characters. Usage: /unfollow project or \"phrase\""
+        );
+        assert!(p(&format!("/follow {}", "x".repeat(61))).is_err());
+        assert!(p("/follow \"\"").is_err());
     }
 
     #[test]

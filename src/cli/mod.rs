@@ -40,7 +40,7 @@ pub struct Cli {
 }
 
 /// A reader's view of a digest: `kdigest digest` renders what a reader with this language,
-/// these layers and this threshold receives.
+/// these layers, this threshold and these followed phrases receives.
 #[derive(Debug, clap::Args)]
 pub struct ReaderView {
     /// The reader's language: zh-CN or en [default: digest.language]
@@ -52,12 +52,19 @@ pub struct ReaderView {
     /// The reader's minimum event score, 0-100 [default: digest.min_score]
     #[arg(long)]
     min_score: Option<f64>,
+    /// A project or phrase the reader follows (repeatable): events about it pass, marked ★
+    #[arg(long, value_name = "PHRASE")]
+    follow: Vec<String>,
 }
 
 impl ReaderView {
     /// The reader's language and filter, when any of them is given.
     fn read(&self, config: &Config) -> Result<Option<(String, crate::model::Filter)>, UsageError> {
-        if self.lang.is_none() && self.layers.is_none() && self.min_score.is_none() {
+        if self.lang.is_none()
+            && self.layers.is_none()
+            && self.min_score.is_none()
+            && self.follow.is_empty()
+        {
             return Ok(None);
         }
         let language = subscribers::parse_language(self.lang.as_deref())?
@@ -70,6 +77,7 @@ impl ReaderView {
             min_score: subscribers::parse_min_score(self.min_score)?
                 .unwrap_or(config.digest.min_score),
             boost: None,
+            follows: subscribers::follows_after(&[], &self.follow, &[])?,
         };
         Ok(Some((language, filter)))
     }

@@ -66,6 +66,13 @@ pub struct FilterArgs {
     /// events pass the threshold with 10 points less and rank higher [add default: false]
     #[arg(long)]
     boost: Option<bool>,
+    /// Follow a project or phrase (repeatable): events about it reach this subscriber
+    /// whatever the threshold and layers, marked ★
+    #[arg(long, value_name = "PHRASE")]
+    follow: Vec<String>,
+    /// Stop following a phrase (repeatable)
+    #[arg(long, value_name = "PHRASE")]
+    unfollow: Vec<String>,
 }
 
 /// When the reader hears from us: their own delivery time and their cadence.
@@ -168,8 +175,36 @@ impl FilterArgs {
         if let Some(l) = parse_language(self.lang.as_deref())? {
             *language = l;
         }
+        filter.follows = follows_after(&filter.follows, &self.follow, &self.unfollow)?;
         Ok(())
     }
+}
+
+/// `follows` with `add` followed and `remove` unfollowed, each checked
+/// (crate::following); unfollowing a phrase not followed is an error naming those that are.
+pub fn follows_after(
+    follows: &[String],
+    add: &[String],
+    remove: &[String],
+) -> Result<Vec<String>, UsageError> {
+    let mut out = follows.to_vec();
+    for phrase in add {
+        out = crate::following::add(&out, phrase)
+            .map_err(|e| UsageError(format!("--follow: {e}")))?;
+    }
+    for phrase in remove {
+        out = crate::following::remove(&out, phrase).ok_or_else(|| {
+            UsageError(format!(
+                "--unfollow: \"{phrase}\" is not followed; followed: {}",
+                if out.is_empty() {
+                    "nothing".to_string()
+                } else {
+                    out.join(", ")
+                }
+            ))
+        })?;
+    }
+    Ok(out)
 }
 
 pub async fn run(
@@ -195,7 +230,7 @@ pub async fn run(
             let mut filter = Filter {
                 layers: BTreeSet::new(),
                 min_score: config.digest.min_score,
-                boost: None,
+                ..Filter::default()
             };
             let mut language = config.digest.language.clone();
             options.apply(config, &mut filter, &mut language)?;
@@ -324,9 +359,24 @@ pub fn describe(s: &Subscriber) -> String {
             b.iter().cloned().collect::<Vec<_>>().join(",")
         ),
     };
+    let follows = if s.filter.follows.is_empty() {
+        String::new()
+    } else {
+        format!(", follows {}", crate::following::listed(&s.filter.follows))
+    };
     format!(
-        "#{} {} [{}] min score {} lang {}{}{}{}{} — {}",
-        s.id, s.address, layers, s.filter.min_score, s.language, at, cadence, boost, empty, status
+        "#{} {} [{}] min score {} lang {}{}{}{}{}{} — {}",
+        s.id,
+        s.address,
+        layers,
+        s.filter.min_score,
+        s.language,
+        at,
+        cadence,
+        boost,
+        follows,
+        empty,
+        status
     )
 }
 

@@ -7,10 +7,10 @@ use super::Store;
 use crate::model::{Filter, Score};
 use crate::subscriber::{Address, Status, Subscriber};
 
-const COLUMNS: &str = "id, address, layers, min_score, language, status, status_reason, notify_empty, created_at, updated_at, options, deliver_at, cadence, boost_layers";
+const COLUMNS: &str = "id, address, layers, min_score, language, status, status_reason, notify_empty, created_at, updated_at, options, deliver_at, cadence, boost_layers, follows";
 
-const INSERT: &str = "INSERT INTO subscribers (address, channel, layers, min_score, language, status, status_reason, notify_empty, created_at, updated_at, options)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9, $10)
+const INSERT: &str = "INSERT INTO subscribers (address, channel, layers, min_score, language, status, status_reason, notify_empty, created_at, updated_at, options, follows)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9, $10, $11)
          ON CONFLICT (address) DO NOTHING RETURNING id";
 
 /// Inserts one subscriber through `$executor` (a pool or a transaction of either engine):
@@ -29,6 +29,7 @@ macro_rules! insert_subscriber {
             .bind(s.notify_empty)
             .bind($now)
             .bind(s.address.options().to_stored())
+            .bind(follows_column(s.filter)?)
             .fetch_optional($executor)
             .await?;
         id
@@ -164,7 +165,7 @@ impl Store {
         now: DateTime<Utc>,
     ) -> anyhow::Result<()> {
         let sql = "UPDATE subscribers SET layers = $1, min_score = $2, language = $3, notify_empty = $4, updated_at = $5,
-             options = $6, deliver_at = $8, cadence = $9, boost_layers = $10 WHERE id = $7";
+             options = $6, deliver_at = $8, cadence = $9, boost_layers = $10, follows = $11 WHERE id = $7";
         let layers = layers_column(&s.filter)?;
         let boost = s
             .filter
@@ -184,6 +185,7 @@ impl Store {
                 .bind(s.deliver_at.map(|t| t.to_string()))
                 .bind(s.cadence.to_string())
                 .bind(&boost)
+                .bind(follows_column(&s.filter)?)
                 .execute(pool)
                 .await?;
         });
@@ -358,6 +360,15 @@ fn reason(status: &Status) -> Option<&str> {
     }
 }
 
+/// The followed phrases as stored: a JSON array, NULL for none.
+fn follows_column(f: &Filter) -> anyhow::Result<Option<String>> {
+    Ok(if f.follows.is_empty() {
+        None
+    } else {
+        Some(serde_json::to_string(&f.follows)?)
+    })
+}
+
 /// A subscriber from a row of [`COLUMNS`], on either engine.
 fn subscriber_from_row<R>(row: &R) -> anyhow::Result<Subscriber>
 where
@@ -373,6 +384,7 @@ where
     let deliver_at: Option<String> = row.try_get(11)?;
     let cadence: String = row.try_get(12)?;
     let boost: Option<String> = row.try_get(13)?;
+    let follows: Option<String> = row.try_get(14)?;
     let min_score: i64 = row.try_get(3)?;
     let layers: String = row.try_get(2)?;
     let status: String = row.try_get(5)?;
@@ -385,6 +397,11 @@ where
             layers: serde_json::from_str(&layers)?,
             min_score: Score::from_tenths(u16::try_from(min_score.clamp(0, 1000)).unwrap_or(0)),
             boost: boost.as_deref().map(serde_json::from_str).transpose()?,
+            follows: follows
+                .as_deref()
+                .map(serde_json::from_str)
+                .transpose()?
+                .unwrap_or_default(),
         },
         language: row.try_get(4)?,
         status: Status::from_parts(&status, status_reason),

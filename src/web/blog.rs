@@ -167,6 +167,7 @@ pub async fn digest_page(
             layers,
             min_score,
             boost: None,
+            follows: Vec::new(),
         }
     });
     let key = view.as_ref().map_or_else(String::new, |f| {

@@ -811,6 +811,90 @@ fn every_readers_view_from_the_cli() {
         text.contains("CUTLASS 5.0.0") && !text.contains("Tessera"),
         "kernel_codegen ≥ 80 only"
     );
+
+    // Following a project: its story passes the threshold and layers, marked ★, in the
+    // CLI's view and in the subscriber's delivery; the list shows what is followed.
+    let followed = kdigest(
+        &config,
+        &[
+            "digest",
+            "--date",
+            "2026-10-28",
+            "--format",
+            "json",
+            "--min-score",
+            "100",
+            "--follow",
+            "tessera",
+        ],
+    );
+    assert!(followed.status.success(), "{}", stderr(&followed));
+    let followed: serde_json::Value = serde_json::from_str(&stdout(&followed)).unwrap();
+    let titles = events(&followed);
+    assert_eq!(titles.len(), 1, "{titles:?}");
+    assert!(titles[0].starts_with("Tessera"), "{titles:?}");
+    let kept = ["key_changes", "papers", "other_updates"]
+        .iter()
+        .find_map(|k| followed[k].as_array().and_then(|a| a.first().cloned()))
+        .unwrap();
+    assert_eq!(kept["followed"], "tessera");
+    let set = kdigest(
+        &config,
+        &[
+            "subscribers",
+            "set",
+            "telegram:4242",
+            "--follow",
+            "Tessera",
+            "--follow",
+            "\"Flash Attention\"",
+        ],
+    );
+    assert!(set.status.success(), "{}", stderr(&set));
+    assert!(
+        stdout(&set).contains("follows \"Tessera\", \"Flash Attention\""),
+        "{}",
+        stdout(&set)
+    );
+    let preview = kdigest(
+        &config,
+        &[
+            "preview",
+            "--subscriber",
+            "telegram:4242",
+            "--date",
+            "2026-10-28",
+        ],
+    );
+    let text = stdout(&preview);
+    assert!(
+        text.contains("★ Tessera") && text.contains("CUTLASS 5.0.0"),
+        "{text:.600}"
+    );
+    let unfollow = kdigest(
+        &config,
+        &[
+            "subscribers",
+            "set",
+            "telegram:4242",
+            "--unfollow",
+            "triton",
+        ],
+    );
+    assert_eq!(unfollow.status.code(), Some(2));
+    assert!(
+        stderr(&unfollow)
+            .contains("\"triton\" is not followed; followed: Tessera, Flash Attention"),
+        "{}",
+        stderr(&unfollow)
+    );
+    let list = kdigest(&config, &["subscribers", "list"]);
+    assert!(
+        stdout(&list).contains("follows \"Tessera\""),
+        "{}",
+        stdout(&list)
+    );
+
     let missing = kdigest(
         &config,
         &["preview", "--subscriber", "99", "--date", "2026-10-28"],

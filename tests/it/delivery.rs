@@ -26,6 +26,7 @@ async fn add(store: &Store, address: &str, layers: &[&str], min_score: f64) -> i
         layers: layers.iter().map(|s| s.to_string()).collect(),
         min_score: Score::from_f64(min_score),
         boost: None,
+        follows: Vec::new(),
     };
     store
         .add_subscriber(

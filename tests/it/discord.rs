@@ -685,6 +685,12 @@ fn real_interaction_payloads_map_to_command_text() {
     // /why takes the number first, then the date, as its text form does.
     let why = json!({"type": 2, "data": {"name": "why", "options": [{"name": "date", "value": "2026-10-28"}, {"name": "n", "value": 4}]}});
     assert_eq!(command_text(&why).as_deref(), Some("/why 4 2026-10-28"));
+    // A followed phrase keeps its words (layers typed with spaces become a list).
+    let follow = json!({"type": 2, "data": {"name": "follow", "options": [{"name": "phrase", "value": "Flash  Attention"}]}});
+    assert_eq!(
+        command_text(&follow).as_deref(),
+        Some("/follow Flash Attention")
+    );
     // Gateway mode serialises serenity's model back to JSON: the mapping must not change.
     let text =
         std::fs::read_to_string(dir.join("application-commands__example_interaction__L500.json"))
@@ -752,8 +758,16 @@ async fn slash_commands_are_registered_per_guild_with_typed_options() {
             "time",
             "cadence",
             "boost",
+            "follow",
+            "unfollow",
         ]
     );
+    let (follow, unfollow) = (&commands[12]["options"][0], &commands[13]["options"][0]);
+    assert_eq!(
+        (follow["name"].as_str(), follow["max_length"].as_u64()),
+        (Some("phrase"), Some(60))
+    );
+    assert_eq!(unfollow["required"], true);
     let cadence = &commands[10]["options"];
     assert_eq!(cadence[0]["choices"].as_array().unwrap().len(), 3);
     assert_eq!(cadence[1]["choices"].as_array().unwrap().len(), 7);

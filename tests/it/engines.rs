@@ -53,6 +53,7 @@ async fn add(store: &Store, address: &str) -> i64 {
                 layers: Default::default(),
                 min_score: Score::from_f64(0.0),
                 boost: None,
+                follows: Vec::new(),
             },
             "en",
             &Status::Active,
@@ -273,6 +274,7 @@ async fn subscribers_sign_up_confirm_and_change(store: Store) {
         layers: ["kernel_codegen".to_string()].into_iter().collect(),
         min_score: Score::from_f64(55.5),
         boost: None,
+        follows: Vec::new(),
     };
     let now = Utc::now();
     let stale = now - Duration::days(2);
@@ -303,9 +305,11 @@ async fn subscribers_sign_up_confirm_and_change(store: Store) {
     assert_eq!(s.status, Status::Active);
     s.notify_empty = true;
     s.language = "en".into();
+    s.filter.follows = vec!["Tessera".into(), "flash attention".into()];
     store.update_subscriber(&s, now).await.unwrap();
     let again = store.subscriber(m).await.unwrap().unwrap();
     assert!(again.notify_empty);
+    assert_eq!(again.filter.follows, ["Tessera", "flash attention"]);
     assert_eq!(again.language, "en");
     assert_eq!(
         again.created_at.timestamp(),
@@ -636,6 +640,10 @@ async fn a_sqlite_store_copies_into_postgres_and_a_full_target_is_refused() {
         .unwrap();
     let a = add(&from, "telegram:7").await;
     let b = add(&from, "email:r@example.org").await;
+    // What a reader follows is copied with them.
+    let mut reader = from.subscriber(a).await.unwrap().unwrap();
+    reader.filter.follows = vec!["triton".into()];
+    from.update_subscriber(&reader, Utc::now()).await.unwrap();
     let plan: Vec<PlannedDelivery> = [(a, Channel::Telegram), (b, Channel::Email)]
         .into_iter()
         .map(|(id, channel)| PlannedDelivery {
@@ -687,6 +695,10 @@ async fn a_sqlite_store_copies_into_postgres_and_a_full_target_is_refused() {
     assert_eq!(
         micros(to.subscribers().await.unwrap()),
         micros(from.subscribers().await.unwrap())
+    );
+    assert_eq!(
+        to.subscriber(a).await.unwrap().unwrap().filter.follows,
+        ["triton"]
     );
     let error = kdigest::store::copy_store(&from, &to, false)
         .await

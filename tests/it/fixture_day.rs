@@ -170,6 +170,7 @@ async fn filtering_keeps_matching_events_and_rebuilds_the_sections() {
         layers: BTreeSet::from(["runtime".to_string()]),
         min_score: Score::from_f64(70.0),
         boost: None,
+        follows: Vec::new(),
     };
     let filtered = digest::filter(&d, &f, &locale);
     assert!(!filtered.is_empty());
@@ -193,8 +194,27 @@ async fn filtering_keeps_matching_events_and_rebuilds_the_sections() {
         layers: BTreeSet::new(),
         min_score: Score::MAX,
         boost: None,
+        follows: Vec::new(),
     };
     assert!(digest::filter(&d, &nothing, &locale).is_empty());
+    // A followed project passes the threshold and the layers, marked; only it passes.
+    let following = Filter {
+        layers: BTreeSet::from(["frontend".to_string()]),
+        follows: vec!["nothing-like-it".into(), "tessera".into()],
+        ..nothing
+    };
+    let followed = digest::filter(&d, &following, &locale);
+    let kept: Vec<(&str, Option<&str>)> = followed
+        .events()
+        .map(|e| (e.title.as_str(), e.followed.as_deref()))
+        .collect();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert!(kept[0].0.starts_with("Tessera"), "{kept:?}");
+    assert_eq!(kept[0].1, Some("tessera"));
+    assert!(
+        d.events().all(|e| e.followed.is_none()),
+        "the stored digest marks nothing"
+    );
 }
 
 #[tokio::test]

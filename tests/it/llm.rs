@@ -137,6 +137,7 @@ async fn bad_replies_fall_back_per_event_and_good_ones_are_cached() {
             layers: ["runtime".to_string()].into(),
             min_score: kdigest::model::Score::from_f64(0.0),
             boost: None,
+            follows: Vec::new(),
         },
         &kdigest::locale::Locale::builtin("zh-CN"),
     );

@@ -32,6 +32,7 @@ async fn add(store: &Store, address: &str, language: &str) -> i64 {
                 layers: Default::default(),
                 min_score: Score::from_f64(0.0),
                 boost: None,
+                follows: Vec::new(),
             },
             language,
             &Status::Active,

@@ -194,6 +194,8 @@ fn generated_digest(g: &mut Gen, language: &str) -> Digest {
             resolves: Some(g.text(300)),
             resolves_translations: Default::default(),
         }),
+        // Every fourth is about a phrase the reader follows (marked ★ before its title).
+        followed: i.is_multiple_of(4).then(|| g.text(60)),
     };
     let n = g.below(25) as usize;
     let events: Vec<DigestEvent> = (0..n).map(|i| event(g, i)).collect();

@@ -103,6 +103,7 @@ async fn subscribe(
         layers: layers.iter().map(|s| s.to_string()).collect(),
         min_score: Score::from_f64(0.0),
         boost: None,
+        follows: Vec::new(),
     };
     store
         .add_subscriber(

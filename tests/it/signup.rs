@@ -343,6 +343,35 @@ async fn readers_sign_up_confirm_once_and_change_their_preferences() {
     );
     // The reader's own hour: set, shown, refused when invalid, cleared.
     let prefs = |body: &'static str, ip: &'static str| post(prefs_path.clone(), body, ip);
+    // Followed projects and phrases: one per line, shown back; a bad one changes nothing.
+    let follow = prefs(
+        "follows=triton%0D%0A+%22Flash+Attention%22%0D%0A%0D%0A",
+        "192.0.2.30",
+    )
+    .await
+    .unwrap();
+    assert_eq!(follow.status(), 200);
+    let page = follow.text().await.unwrap();
+    assert!(
+        page.contains(">triton\nFlash Attention</textarea>"),
+        "{page}"
+    );
+    let follows = || async {
+        store
+            .subscriber(reader.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .filter
+            .follows
+    };
+    assert_eq!(follows().await, ["triton", "Flash Attention"]);
+    let bad = prefs("follows=triton%0D%0A%21%21%21", "192.0.2.31")
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), 400);
+    assert!(bad.text().await.unwrap().contains("no letter or digit"));
+    assert_eq!(follows().await, ["triton", "Flash Attention"]);
     let set = prefs("at=09%3A30&tz=Europe%2FBerlin", "192.0.2.20")
         .await
         .unwrap();

@@ -662,3 +662,75 @@ async fn members_vote_with_the_buttons_once_each_and_can_change_their_vote() {
     let why = texts(&mock, chat).last().unwrap().clone();
     assert!(why.contains("Readers: 👍 1 · 👎 1"), "{why}");
 }
+
+/// A chat follows a project with `/follow`: its story reaches the chat whatever the
+/// threshold and layers, marked ★; `/settings` and a bare `/follow` list what is followed;
+/// `/unfollow` of something not followed says what is; after `/unfollow` the story is
+/// held back by the threshold again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chat_follows_a_project_whose_stories_pass_its_filter_marked() {
+    let (api, mock) = spawn_mock().await;
+    let app = TestApp::builder().telegram(&api, "").build().await;
+    let (config, store) = (&app.config, &app.store);
+    app.digest().await;
+    let chat = 5005;
+    mock.updates.lock().unwrap().extend([
+        text_update_from(1, chat, 5, "/subscribe benchmark 100", "en"),
+        text_update_from(2, chat, 5, "/lang en", "en"),
+        text_update_from(3, chat, 5, "/follow", "en"),
+        text_update_from(4, chat, 5, "/follow \"Tessera\"", "en"),
+        text_update_from(5, chat, 5, "/follow flash  attention", "en"),
+        text_update_from(6, chat, 5, "/unfollow triton", "en"),
+        text_update_from(7, chat, 5, "/settings", "en"),
+        text_update_from(8, chat, 5, "/digest 2026-10-28", "en"),
+    ]);
+    poll_until_settled(config, store, &mock).await;
+    assert_eq!(
+        mock.problems.lock().unwrap().clone(),
+        Vec::<String>::new(),
+        "every request matches the Bot API spec"
+    );
+    let menu = mock.calls_of("SetMyCommands");
+    assert!(
+        menu[1].body["commands"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["command"] == "follow")
+    );
+    let got = texts(&mock, chat);
+    assert!(got[2].starts_with("Following: nothing yet"), "{}", got[2]);
+    assert_eq!(got[3], "Following: \"Tessera\"");
+    assert_eq!(got[4], "Following: \"Tessera\", \"flash attention\"");
+    assert_eq!(
+        got[5],
+        "\"triton\" is not followed. Following: \"Tessera\", \"flash attention\""
+    );
+    assert!(
+        got[6].contains("Following: \"Tessera\", \"flash attention\""),
+        "{}",
+        got[6]
+    );
+    // Threshold 100 and the benchmark layer: only the followed story, marked.
+    let digest = got[7..].join("\n");
+    assert!(digest.contains("★ Tessera"), "{digest:.800}");
+    assert!(!digest.contains("CUTLASS 5.0.0"), "{digest:.800}");
+    let s = store
+        .subscriber_by_address(&Address::Telegram(chat))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(s.filter.follows, ["Tessera", "flash attention"]);
+
+    mock.updates.lock().unwrap().extend([
+        text_update_from(9, chat, 5, "/unfollow TESSERA", "en"),
+        text_update_from(10, chat, 5, "/digest 2026-10-28", "en"),
+    ]);
+    poll_until_settled(config, store, &mock).await;
+    let got = texts(&mock, chat);
+    let after = got
+        .iter()
+        .rposition(|t| t == "Following: \"flash attention\"");
+    let after = &got[after.expect("the unfollow is confirmed") + 1..].join("\n");
+    assert!(!after.contains("Tessera"), "{after:.800}");
+}

@@ -521,9 +521,10 @@ pub fn markdown_units(
                 if let Some(s) = section {
                     md.push_str(&format!("#### {}{line}", esc(s)));
                 }
+                let title = kdigest_core::render::event_title(e);
                 let title = match e.sources.first() {
-                    Some(s) => format!("[{}]({})", esc(&e.title), link_url(&s.url)),
-                    None => esc(&e.title),
+                    Some(s) => format!("[{}]({})", esc(&title), link_url(&s.url)),
+                    None => esc(&title),
                 };
                 let sources: Vec<String> = e
                     .sources

@@ -173,6 +173,7 @@ pub fn assemble(candidates: &[Candidate], summaries: &Summaries, a: Assembly<'_>
                 llm_fallback_reason: fell_back.clone(),
                 translations: BTreeMap::new(),
                 follow_up: None,
+                followed: None,
             };
             (event, text.watch.clone())
         })
@@ -394,7 +395,14 @@ fn source_links(event: &Event) -> Vec<SourceLink> {
 /// them as key changes, and a title, overview and watch list about those events only.
 pub fn filter(digest: &Digest, f: &Filter, locale: &Locale) -> Digest {
     let key_changes = digest.key_changes.len().max(1);
-    let mut events: Vec<DigestEvent> = digest.events().filter(|e| f.accepts(e)).cloned().collect();
+    let mut events: Vec<DigestEvent> = digest
+        .events()
+        .filter(|e| f.accepts(e))
+        .map(|e| DigestEvent {
+            followed: f.follows(e).map(str::to_string),
+            ..e.clone()
+        })
+        .collect();
     // A boosted reader's liked layers rank higher (and so lead as key changes).
     events.sort_by(|a, b| f.rank(b).cmp(&f.rank(a)).then_with(|| a.id.cmp(&b.id)));
     let kept: std::collections::BTreeSet<&str> = events.iter().map(|e| e.id.as_str()).collect();

@@ -274,30 +274,15 @@ mod tests {
     use crate::model::SourceLink;
 
     fn event(id: &str, layers: &[&str], sources: &[&str]) -> DigestEvent {
-        DigestEvent {
-            id: id.to_string(),
-            n: 1,
-            title: format!("Event {id}"),
-            summary: String::new(),
-            why_it_matters: String::new(),
-            brief: String::new(),
-            layers: layers.iter().map(|s| s.to_string()).collect(),
-            score: crate::model::Score::from_f64(70.0),
-            kind: crate::model::ItemKind::Release,
-            release: None,
-            sources: sources
-                .iter()
-                .map(|s| SourceLink {
-                    name: s.to_string(),
-                    url: format!("https://example.org/{s}"),
-                })
-                .collect(),
-            score_breakdown: Vec::new(),
-            llm_fallback: false,
-            llm_fallback_reason: None,
-            translations: Default::default(),
-            follow_up: None,
-        }
+        let mut e = crate::testkit::digest_event(id, 70.0, layers);
+        e.sources = sources
+            .iter()
+            .map(|s| SourceLink {
+                name: s.to_string(),
+                url: format!("https://example.org/{s}"),
+            })
+            .collect();
+        e
     }
 
     #[test]

@@ -17,6 +17,7 @@ pub mod cluster;
 pub mod crontab;
 pub mod digest;
 pub mod feedback;
+pub mod following;
 pub mod followup;
 pub mod learned;
 pub mod locale;

@@ -235,6 +235,10 @@ pub struct DigestEvent {
     /// The earlier story this event continues (crate::followup).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub follow_up: Option<FollowUp>,
+    /// In one reader's edition: the phrase they follow that this event is about
+    /// (crate::following); renders mark the event. None in the stored digest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub followed: Option<String>,
 }
 
 /// A link from a new event to the event of an earlier digest it continues.
@@ -468,12 +472,39 @@ pub struct Filter {
     /// [`BOOST_POINTS`] less.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub boost: Option<BTreeSet<String>>,
+    /// Projects and phrases the reader follows (crate::following): an event about one
+    /// passes whatever its score and layers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub follows: Vec<String>,
 }
 
 impl Filter {
     pub fn accepts(&self, event: &DigestEvent) -> bool {
-        self.threshold_for(event) <= event.score
-            && (self.layers.is_empty() || event.layers.iter().any(|l| self.layers.contains(l)))
+        self.follows(event).is_some()
+            || (self.threshold_for(event) <= event.score
+                && (self.layers.is_empty() || event.layers.iter().any(|l| self.layers.contains(l))))
+    }
+
+    /// The followed phrase `event` is about, if any: one in its title, its texts in any
+    /// language, or its sources' names and links.
+    pub fn follows(&self, event: &DigestEvent) -> Option<&str> {
+        if self.follows.is_empty() {
+            return None;
+        }
+        let own = [&event.title, &event.summary, &event.why_it_matters]
+            .into_iter()
+            .map(String::as_str);
+        let translated = event.translations.values().flat_map(|w| {
+            [&w.summary, &w.why_it_matters]
+                .into_iter()
+                .flatten()
+                .map(String::as_str)
+        });
+        let sources = event
+            .sources
+            .iter()
+            .flat_map(|s| [s.name.as_str(), s.url.as_str()]);
+        crate::following::matched(&self.follows, own.chain(translated).chain(sources))
     }
 
     /// The event has a layer the reader's boost holds.

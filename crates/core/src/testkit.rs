@@ -42,3 +42,26 @@ pub fn candidate(kind: ItemKind, text: &str, layers: &[&str]) -> Candidate {
         },
     }
 }
+
+/// A digest event numbered 1, titled "Event {id}", with no text or source.
+pub fn digest_event(id: &str, score: f64, layers: &[&str]) -> crate::model::DigestEvent {
+    crate::model::DigestEvent {
+        id: id.to_string(),
+        n: 1,
+        title: format!("Event {id}"),
+        summary: String::new(),
+        why_it_matters: String::new(),
+        brief: String::new(),
+        layers: layers.iter().map(|s| s.to_string()).collect(),
+        score: crate::model::Score::from_f64(score),
+        kind: ItemKind::Release,
+        release: None,
+        sources: Vec::new(),
+        score_breakdown: Vec::new(),
+        llm_fallback: false,
+        llm_fallback_reason: None,
+        translations: Default::default(),
+        follow_up: None,
+        followed: None,
+    }
+}

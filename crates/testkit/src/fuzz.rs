@@ -511,6 +511,7 @@ fn render() -> Target {
                     layers: ["kernel_codegen".to_string()].into(),
                     min_score: Default::default(),
                     boost: None,
+                    follows: Vec::new(),
                 };
                 for d in [d.clone(), digest::filter(&d, &reader, locale)] {
                     for format in Output::all() {
@@ -682,6 +683,8 @@ fn command() -> Target {
         "/time 07:30 Asia/Shanghai",
         "/cadence weekly",
         "/boost on",
+        "/follow \"Flash Attention\"",
+        "/unfollow triton",
         "/settings@kdigest_bot",
         "/unsubscribe",
         "hello",

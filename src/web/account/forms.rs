@@ -59,6 +59,8 @@ pub(in crate::web) struct Fields {
     pub(in crate::web) cadence_day: Option<String>,
     /// The preferences form has the boost checkbox (`boost_field`), and it is ticked.
     pub(in crate::web) boost: Option<bool>,
+    /// The preferences form's followed phrases, one per line.
+    pub(in crate::web) follows: Option<String>,
 }
 
 /// The forms post `application/x-www-form-urlencoded`; anything else (text/plain from a
@@ -99,10 +101,24 @@ pub(in crate::web) fn parse_fields(body: &[u8]) -> Fields {
             "cadence_day" => fields.cadence_day = Some(value.trim().to_string()),
             "boost_field" => fields.boost = Some(fields.boost.unwrap_or(false)),
             "boost" => fields.boost = Some(value == "on"),
+            "follows" => fields.follows = Some(value.into_owned()),
             _ => {}
         }
     }
     fields
+}
+
+/// The followed phrases a form gives, one per line (crate::following checks each); `None`
+/// when it has no such field (an older form).
+pub(in crate::web) fn form_follows(fields: &Fields) -> Result<Option<Vec<String>>, String> {
+    let Some(text) = fields.follows.as_deref() else {
+        return Ok(None);
+    };
+    let mut follows = Vec::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        follows = crate::following::add(&follows, line)?;
+    }
+    Ok(Some(follows))
 }
 
 /// The cadence a form gives; `None` when it has no cadence field (an older form).
@@ -190,6 +206,7 @@ pub(in crate::web) fn parse_settings(
             layers,
             min_score,
             boost: None,
+            follows: Vec::new(),
         },
         language,
     ))

@@ -94,11 +94,20 @@ pub async fn preferences(
             return a.preferences_page(&subscriber, &token, false, Some(error));
         }
     };
+    let follows = match form_follows(&fields) {
+        Ok(f) => f.unwrap_or_else(|| subscriber.filter.follows.clone()),
+        Err(why) => {
+            let t = a.renderer(&subscriber.language).locale();
+            let error = t.fill("prefs_bad_follows", &[("layer", &why)]);
+            return a.preferences_page(&subscriber, &token, false, Some(error));
+        }
+    };
     match parse_settings(&fields, &a.layers, &subscriber.filter) {
         Ok((filter, language)) => {
             // The form sets layers and threshold; the boost follows its checkbox below.
             subscriber.filter = Filter {
                 boost: subscriber.filter.boost.take(),
+                follows,
                 ..filter
             };
             subscriber.deliver_at = deliver_at;

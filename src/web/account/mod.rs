@@ -95,6 +95,7 @@ impl Account {
                 layers: BTreeSet::new(),
                 min_score: config.digest.min_score,
                 boost: None,
+                follows: Vec::new(),
             },
             public_url: config.web.public_url.clone(),
             per_ip_per_hour: i64::from(signup.per_ip_per_hour.max(1)),
@@ -298,6 +299,7 @@ impl Account {
                 })
                 .collect(),
             boost: None,
+            follows: None,
         }
     }
 
@@ -386,6 +388,7 @@ impl Account {
                             subscriber.filter.boost.is_some(),
                             crate::bot::handlers::boost_text(&subscriber.filter, t),
                         )),
+                        follows: Some(subscriber.filter.follows.join("\n")),
                         ..self.settings_form(&subscriber.filter, language)
                     }),
                     ..AccountForm::default()

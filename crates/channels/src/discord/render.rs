@@ -115,7 +115,7 @@ fn event_embed(n: usize, e: &DigestEvent, section: &str, footer: &str, t: &Local
     };
     let mut embed = json!({
         "author": {"name": truncate_chars(section, AUTHOR_MAX)},
-        "title": truncate_chars(&format!("{n}. {}", esc(&e.title)), TITLE_MAX),
+        "title": truncate_chars(&format!("{n}. {}", esc(&kdigest_core::render::event_title(e))), TITLE_MAX),
         "description": truncate_chars(&description, DESCRIPTION_MAX),
         "color": color,
         "fields": fields,

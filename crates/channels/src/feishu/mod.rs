@@ -190,9 +190,10 @@ fn units(d: &Digest, t: &Locale) -> Vec<Unit> {
                 if let Some(s) = section {
                     md.push_str(&format!("**{}**\n", escape(s)));
                 }
+                let title = kdigest_core::render::event_title(e);
                 let title = match e.sources.first() {
-                    Some(s) => format!("[{}]({})", escape(&e.title), robot::link_url(&s.url)),
-                    None => escape(&e.title),
+                    Some(s) => format!("[{}]({})", escape(&title), robot::link_url(&s.url)),
+                    None => escape(&title),
                 };
                 md.push_str(&format!(
                     "**{n}. {title}**\n{} **{}/100** · {} {}\n{}\n*{}* {}",

@@ -8,7 +8,9 @@ use serde_json::{Value, json};
 use crate::robot::{self, Piece};
 use kdigest_core::locale::Locale;
 use kdigest_core::model::Digest;
-use kdigest_core::render::{dated_title, escape_html, follow_up_line, source_labels};
+use kdigest_core::render::{
+    dated_title, escape_html, event_title, follow_up_line, source_labels,
+};
 use kdigest_core::text::collapse_whitespace;
 
 /// Both bodies of one message together, in bytes: the rest of 65,536 is the envelope's.
@@ -62,14 +64,14 @@ fn units(d: &Digest, t: &Locale, site: Option<&str>) -> Vec<Unit> {
                 );
                 plain.push_str(&format!(
                     "{n}. {}\n{meta}\n{}\n{} {}",
-                    collapse_whitespace(&e.title),
+                    collapse_whitespace(&event_title(e)),
                     collapse_whitespace(&e.summary),
                     t.get("why"),
                     collapse_whitespace(&e.why_it_matters)
                 ));
                 html.push_str(&format!(
                     "<p><b>{n}. {}</b><br><i>{}</i><br>{}<br><b>{}</b> {}",
-                    link(&e.title, url),
+                    link(&event_title(e), url),
                     h(&meta),
                     h(&e.summary),
                     h(t.get("why")),

@@ -185,9 +185,10 @@ fn units(d: &Digest, t: &Locale, site: Option<&str>) -> Vec<Vec<Value>> {
             Piece::Header => vec![section(format!("*{}*\n{}", escape(t.get("overview")), escape(&d.overview)))],
             Piece::Event { section: heading, n, event: e } => {
                 let mut blocks = Vec::new();
+                let title = kdigest_core::render::event_title(e);
                 let title = match e.sources.first() {
-                    Some(s) => format!("<{}|{n}. {}>", link_url(&s.url), label(&e.title)),
-                    None => format!("{n}. {}", escape(&e.title)),
+                    Some(s) => format!("<{}|{n}. {}>", link_url(&s.url), label(&title)),
+                    None => format!("{n}. {}", escape(&title)),
                 };
                 let prefix = heading.map(|h| format!("_{}_\n", escape(h))).unwrap_or_default();
                 let follow_up = e.follow_up.as_ref().map_or_else(String::new, |f| {

@@ -362,7 +362,7 @@ impl Renderer {
         EventView {
             n,
             id: e.id.clone(),
-            title: collapse_whitespace(&e.title),
+            title: collapse_whitespace(&event_title(e)),
             url: e.sources.first().map(|s| s.url.clone()).unwrap_or_default(),
             summary: collapse_whitespace(&e.summary),
             why: collapse_whitespace(&e.why_it_matters),
@@ -428,6 +428,15 @@ pub fn source_labels(sources: &[SourceLink], t: &Locale) -> Vec<String> {
             }
         })
         .collect()
+}
+
+/// An event's title as a reader sees it: marked ★ when it is about something they follow
+/// (crate::following). Every render heads an event with this.
+pub fn event_title(e: &DigestEvent) -> std::borrow::Cow<'_, str> {
+    match &e.followed {
+        Some(_) => std::borrow::Cow::Owned(format!("★ {}", e.title)),
+        None => std::borrow::Cow::Borrowed(&e.title),
+    }
 }
 
 /// What marks a follow-up, in the reader's language: "Continues “title” (date)".

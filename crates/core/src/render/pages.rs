@@ -74,6 +74,8 @@ pub struct SettingsForm {
     pub languages: Vec<Choice>,
     /// The preferences page's layer boost: on or off, and what it does now.
     pub boost: Option<(bool, String)>,
+    /// The preferences page's followed phrases, one per line.
+    pub follows: Option<String>,
 }
 
 #[derive(Debug, Default, Serialize)]

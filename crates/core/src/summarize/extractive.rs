@@ -196,8 +196,12 @@ pub fn summarize_varied(
             let gloss = !in_reader_script(cues[0], locale);
             let reserve = if gloss { GLOSS_CHARS } else { 0 };
             let quoted = whole_sentences(&cues, budget.saturating_sub(reserve));
+            // The gloss reads the quoted sentences whole: a quote cut after "to within 8%"
+            // still means "of FlashAttention-3", which the gloss must say.
             let facts = if gloss {
-                glossed_fact(&self::sentences(&quoted), locale).unwrap_or_default()
+                let shown = self::sentences(&quoted).len().min(cues.len());
+                let whole: Vec<String> = cues[..shown].iter().map(|s| s.to_string()).collect();
+                glossed_fact(&whole, locale).unwrap_or_default()
             } else {
                 String::new()
             };
@@ -861,7 +865,10 @@ pub fn sentences(text: &str) -> Vec<String> {
             // "Highlights include:" introduces a list; bold lead-ins such as "TorchInductor
             // performance." name one. Neither says anything on its own.
             let cjk = s.chars().any(|c| c > '\u{2e80}');
-            if s.ends_with(':') || (!cjk && s.split_whitespace().count() < 3) || is_instruction(&s)
+            if s.ends_with(':')
+                || (!cjk && s.split_whitespace().count() < 3)
+                || is_instruction(&s)
+                || is_announcement(&s)
             {
                 continue;
             }
@@ -892,6 +899,31 @@ fn is_instruction(sentence: &str) -> bool {
     ]
     .iter()
     .any(|start| lower.starts_with(start))
+}
+
+/// A sentence that announces rather than says ("We are excited to announce the release of
+/// PyTorch 2.9", "This release is composed of 3161 commits from 536 contributors"): the title
+/// already names the release, and the reader learns nothing from the ceremony.
+fn is_announcement(sentence: &str) -> bool {
+    let lower = sentence.to_ascii_lowercase();
+    let pleased = [
+        "excited",
+        "pleased",
+        "happy",
+        "thrilled",
+        "proud",
+        "delighted",
+    ]
+    .iter()
+    .any(|w| {
+        ["we are ", "we're ", "i am ", "i'm "]
+            .iter()
+            .any(|who| lower.starts_with(&format!("{who}{w} to announce")))
+    });
+    let tally = lower.starts_with("this release")
+        && lower.contains(" commits")
+        && lower.contains("contributor");
+    pleased || tally
 }
 
 fn is_boilerplate(line: &str) -> bool {
@@ -961,6 +993,20 @@ fn ends_with_abbreviation(s: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn announcement_ceremony_is_not_news() {
+        assert!(is_announcement(
+            "We are excited to announce the release of PyTorch 2.9 (release notes)!"
+        ));
+        assert!(is_announcement(
+            "This release is composed of 3161 commits from 536 contributors since PyTorch 2.8."
+        ));
+        assert!(!is_announcement(
+            "This release adds FP8 GEMM kernels for sm_100a."
+        ));
+        assert!(!is_announcement("We announce a 2x faster scheduler."));
+    }
+
     #[test]
     fn figures_read_as_written() {
         assert_eq!(spaced_figure("1,530TFLOPS"), "1,530 TFLOPS");

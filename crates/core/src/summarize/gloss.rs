@@ -47,12 +47,14 @@ impl Metric {
     }
 }
 
-/// Which way the figure moves the measure: a change up or down, or a level reached.
+/// Which way the figure moves the measure: a change up or down, a level reached, or a
+/// gap left to a named system ("to within 8% of FlashAttention-3": about 92% of it, not 8%).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Direction {
     Up,
     Down,
     Level,
+    Within,
 }
 
 /// One figure with what it measures.
@@ -163,7 +165,14 @@ pub fn read(clause: &str, figure: &str) -> Option<Fact> {
         .map(|(_, m)| *m)?;
     let multiple = figure.ends_with(['x', '×']);
     let percent = figure.ends_with('%');
-    let direction = if DOWN.is_match(clause) {
+    let lower = clause.to_ascii_lowercase();
+    let within = percent
+        && lower
+            .find(&lower_figure)
+            .is_some_and(|at| lower[..at].trim_end().ends_with("within"));
+    let direction = if within {
+        Direction::Within
+    } else if DOWN.is_match(clause) {
         Direction::Down
     } else if multiple || (percent && UP.is_match(clause)) {
         Direction::Up
@@ -175,13 +184,18 @@ pub fn read(clause: &str, figure: &str) -> Option<Fact> {
         (Metric::CompileSpeed, Direction::Down) => Metric::CompileTime,
         (m, _) => m,
     };
-    let lower = clause.to_ascii_lowercase();
     let at_most = lower.contains("up to") || lower.contains("as much as");
     let of = match direction {
-        Direction::Level if percent => share_of(clause, figure).map(Against::Named),
+        Direction::Level | Direction::Within if percent => {
+            share_of(clause, figure).map(Against::Named)
+        }
         Direction::Up if multiple => compared_with(clause, figure),
         _ => None,
     };
+    // A gap to nothing named says nothing a reader can use: leave the figure to the body.
+    if direction == Direction::Within && of.is_none() {
+        return None;
+    }
     Some(Fact {
         metric,
         direction,
@@ -257,6 +271,7 @@ pub fn render(fact: &Fact, t: &Locale) -> String {
         (Direction::Down, _) => "fact_down",
         (Direction::Level, Some(_)) => "fact_level_of",
         (Direction::Level, None) => "fact_level",
+        (Direction::Within, _) => "fact_within_of",
     };
     t.fill(
         key,
@@ -417,6 +432,22 @@ mod tests {
             said("Requires CUDA Toolkit 13.0 or newer and C++20 (GCC 11+, Clang 17+)."),
             None
         );
+    }
+
+    #[test]
+    fn a_figure_within_a_named_system_is_a_gap_not_a_level() {
+        let zh = Locale::builtin("zh-CN");
+        let en = Locale::builtin("en");
+        let clause = "…brings forward throughput to within 8% of FlashAttention-3 on H100";
+        let fact = read(clause, "8%").expect("a throughput figure");
+        assert_eq!(fact.direction, Direction::Within);
+        assert_eq!(render(&fact, &zh), "吞吐量与 FlashAttention-3 相差不到 8%");
+        assert_eq!(
+            render(&fact, &en),
+            "throughput within 8% of FlashAttention-3"
+        );
+        // Within nothing named: no gloss rather than a wrong one.
+        assert_eq!(read("latency stays within 5% across runs", "5%"), None);
     }
 
     #[test]

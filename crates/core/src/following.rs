@@ -1,0 +1,168 @@
+//! What a reader follows: projects and phrases (`/follow triton`, `/follow "FlashAttention"`)
+//! whose events reach them whatever their threshold and layers, marked. Pure.
+//!
+//! A phrase matches an event when it occurs, ignoring case, as whole words in the event's
+//! title, its text in any language kdigest wrote it in, or its sources' names and links
+//! (`github.com/triton-lang/triton` is about triton). "Whole words" keeps `cute` from matching
+//! "execute" and `tvm` from matching "tvmjs"-less prose; phrases in scripts without spaces
+//! (Chinese) match where they occur.
+
+/// Most phrases one reader follows: enough for a reader's projects, few enough that a
+/// plan over a million readers stays cheap.
+pub const MAX_FOLLOWS: usize = 20;
+/// Longest phrase, in characters.
+pub const MAX_CHARS: usize = 60;
+
+/// A phrase as a reader typed it, made ready to store: quotes and surrounding space
+/// removed, inner space collapsed. The error names the problem and the fix.
+pub fn normalize(typed: &str) -> Result<String, String> {
+    let trimmed = typed
+        .trim()
+        .trim_matches(|c: char| matches!(c, '"' | '\'' | '“' | '”' | '‘' | '’' | '「' | '」'))
+        .trim();
+    let phrase = trimmed.split_whitespace().collect::<Vec<_>>().join(" ");
+    if phrase.is_empty() {
+        return Err("the phrase to follow is empty; give a project or words, e.g. triton or \"FlashAttention\"".into());
+    }
+    if phrase.chars().count() > MAX_CHARS {
+        return Err(format!(
+            "\"{}…\" is longer than {MAX_CHARS} characters; follow a project name or a short phrase",
+            crate::text::truncate_chars(&phrase, 20)
+        ));
+    }
+    if phrase.chars().any(char::is_control) || !phrase.chars().any(char::is_alphanumeric) {
+        return Err(format!(
+            "\"{phrase}\" has no letter or digit to match; follow a project name or words"
+        ));
+    }
+    Ok(phrase)
+}
+
+/// `follows` with `phrase` added (once, ignoring case); an error when the list is full.
+pub fn add(follows: &[String], phrase: &str) -> Result<Vec<String>, String> {
+    let phrase = normalize(phrase)?;
+    let mut out = follows.to_vec();
+    if out
+        .iter()
+        .any(|f| f.to_lowercase() == phrase.to_lowercase())
+    {
+        return Ok(out);
+    }
+    if out.len() >= MAX_FOLLOWS {
+        return Err(format!(
+            "you follow {MAX_FOLLOWS} phrases already, the most one reader can; unfollow one first"
+        ));
+    }
+    out.push(phrase);
+    Ok(out)
+}
+
+/// `follows` without `phrase` (ignoring case and quotes); None when it was not followed.
+pub fn remove(follows: &[String], phrase: &str) -> Option<Vec<String>> {
+    let phrase = normalize(phrase).ok()?.to_lowercase();
+    let out: Vec<String> = follows
+        .iter()
+        .filter(|f| f.to_lowercase() != phrase)
+        .cloned()
+        .collect();
+    (out.len() < follows.len()).then_some(out)
+}
+
+/// `"triton", "FlashAttention"`: the phrases quoted, so one with spaces reads as one.
+pub fn listed(follows: &[String]) -> String {
+    follows
+        .iter()
+        .map(|p| format!("\"{p}\""))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The first of `follows` that `texts` (an event's title, texts and sources' names and
+/// links, as [`crate::model::Filter::follows`] gathers them) are about, as the reader
+/// wrote it.
+pub fn matched<'a, 't>(
+    follows: &'a [String],
+    texts: impl IntoIterator<Item = &'t str>,
+) -> Option<&'a str> {
+    if follows.is_empty() {
+        return None;
+    }
+    let mut text = String::new();
+    for part in texts {
+        text.push_str(&part.to_lowercase());
+        text.push('\n');
+    }
+    follows
+        .iter()
+        .find(|f| contains_words(&text, &f.to_lowercase()))
+        .map(String::as_str)
+}
+
+/// `phrase` occurs in `text` with no letter or digit joined to either end (both lower case).
+fn contains_words(text: &str, phrase: &str) -> bool {
+    let joined = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    let mut from = 0;
+    while let Some(at) = text[from..].find(phrase) {
+        let start = from + at;
+        let end = start + phrase.len();
+        let first = phrase.chars().next();
+        let last = phrase.chars().next_back();
+        // A boundary is needed only where the phrase itself ends in a letter or digit.
+        let open = !joined(first) || !joined(text[..start].chars().next_back());
+        let close = !joined(last) || !joined(text[end..].chars().next());
+        if open && close {
+            return true;
+        }
+        from = start + phrase.chars().next().map_or(1, char::len_utf8);
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn phrases_match_whole_words_in_titles_text_and_links() {
+        let follows = vec!["triton".to_string(), "FlashAttention".to_string()];
+        let release = [
+            "v3.6.0",
+            "Faster warp specialization.",
+            "https://github.com/triton-lang/triton/releases/tag/v3.6.0",
+        ];
+        assert_eq!(matched(&follows, release), Some("triton"));
+        let paper = [
+            "A new attention kernel",
+            "Reaches 92% of flashattention-3 throughput.",
+        ];
+        assert_eq!(matched(&follows, paper), Some("FlashAttention"));
+        let other = ["Tritonal execution", "execute faster"];
+        assert_eq!(matched(&follows, other), None, "not a whole word");
+        assert_eq!(
+            matched(&["cute".to_string()], other),
+            None,
+            "cute is not in execute"
+        );
+        let zh = ["内核融合", "新的注意力内核融合方法"];
+        assert_eq!(matched(&["注意力".to_string()], zh), Some("注意力"));
+        assert_eq!(matched(&[], zh), None);
+    }
+
+    #[test]
+    fn typed_phrases_are_cleaned_checked_and_kept_once() {
+        assert_eq!(
+            normalize("  \"Flash  Attention\" ").unwrap(),
+            "Flash Attention"
+        );
+        assert_eq!(normalize("“triton”").unwrap(), "triton");
+        assert!(normalize("\"\"").unwrap_err().contains("empty"));
+        assert!(normalize("!!!").unwrap_err().contains("no letter"));
+        assert!(normalize(&"x".repeat(61)).unwrap_err().contains("60"));
+        let one = add(&[], "Triton").unwrap();
+        assert_eq!(add(&one, "triton").unwrap(), one, "once, ignoring case");
+        let full: Vec<String> = (0..MAX_FOLLOWS).map(|i| format!("p{i}")).collect();
+        assert!(add(&full, "one more").unwrap_err().contains("unfollow"));
+        assert_eq!(remove(&one, "\"TRITON\""), Some(vec![]));
+        assert_eq!(remove(&one, "cutlass"), None);
+    }
+}
