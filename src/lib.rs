@@ -41,6 +41,7 @@ pub mod demo;
 pub mod eval;
 pub mod fetch;
 pub mod instance;
+pub mod mcp;
 pub mod metrics;
 pub mod pipeline;
 pub mod sources;

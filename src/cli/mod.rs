@@ -157,6 +157,10 @@ pub enum Command {
     /// Move the store to another engine
     #[command(subcommand)]
     Store(StoreCommand),
+    /// Serve the Model Context Protocol over stdin/stdout: read-only tools over the archive
+    /// for an assistant (search_events, get_digest, explain_event, list_sources,
+    /// follow_ups); see docs/mcp.md
+    Mcp,
     /// Run the full pipeline on bundled sample feeds served from 127.0.0.1 (no network)
     Demo {
         #[arg(long, value_enum, default_value = "md")]
@@ -338,6 +342,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Feedback { days } => feedback_command(&loaded(), days).await,
         Command::Eval { dir, fit, out } => eval_command(&dir, fit, &out),
         Command::Demo { format, lang } => demo_command(config, format, lang.as_deref()).await,
+        Command::Mcp => {
+            let config = loaded();
+            let store = Store::connect(&config.storage).await?;
+            crate::mcp::serve_stdio(store, std::sync::Arc::new(config)).await
+        }
     }
 }
 

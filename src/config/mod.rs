@@ -64,6 +64,10 @@ pub struct WebConfig {
     /// confirmation, preferences, unsubscribe, votes), of the Atom feed and the chat
     /// buttons' "read on the web", and of Telegram's webhook.
     pub public_url: url::Url,
+    /// Serve the Model Context Protocol at `/mcp` (crate::mcp::http), behind the bearer
+    /// token in the environment variable `mcp_token_env`.
+    pub mcp: bool,
+    pub mcp_token_env: String,
 }
 
 /// Web sign-up limits.

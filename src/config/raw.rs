@@ -108,6 +108,8 @@ impl Default for RawDaemon {
 #[serde(deny_unknown_fields, default)]
 pub struct RawWeb {
     pub public_url: Option<String>,
+    pub mcp: bool,
+    pub mcp_token_env: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

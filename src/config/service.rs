@@ -294,7 +294,18 @@ pub(super) fn validate_web(
         }
         (None, None) => Some(default()),
     };
+    let mcp_token_env = raw
+        .mcp_token_env
+        .unwrap_or_else(|| "KDIGEST_MCP_TOKEN".into());
+    crate::settings::read::env_var_name(
+        "web.mcp_token_env",
+        &mcp_token_env,
+        "MCP bearer token",
+        problems,
+    );
     WebConfig {
         public_url: public_url.unwrap_or_else(default),
+        mcp: raw.mcp,
+        mcp_token_env,
     }
 }

@@ -94,6 +94,18 @@ impl Instance<'_> {
             account,
             blog: Some(blog.clone()),
             delivery: self.role.deliver().then(|| engine.clone()),
+            mcp: match config.web.mcp {
+                true => {
+                    let token = crate::mcp::http::token_from_env(config)?;
+                    tracing::info!(message = "MCP server at /mcp", token_variable = %config.web.mcp_token_env);
+                    Some(crate::mcp::http::routes(
+                        store.clone(),
+                        Arc::new(config.clone()),
+                        &token,
+                    ))
+                }
+                false => None,
+            },
         };
         Ok(Site {
             services,

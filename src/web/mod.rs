@@ -1,8 +1,8 @@
 //! The daemon's HTTP side: `/healthz`, Prometheus `/metrics`, the blog (`/`,
 //! `/digest/{date}`, `/feed.xml`) and its archive (`/search`, `/e/{id}`, `/layer/{name}`,
 //! `/layer/{name}/feed.xml`), the account pages (`/subscribe`, `/confirm/{token}`,
-//! `/unsubscribe/{token}`, `/preferences/{token}`) when KDIGEST_SECRET is set, and the
-//! routes the bots hand it (`bot::routes`: Telegram's webhook, Discord's interactions).
+//! `/unsubscribe/{token}`, `/preferences/{token}`) when KDIGEST_SECRET is set, `/mcp` when
+//! `[web] mcp` is on (crate::mcp::http), and the routes the bots hand it (`bot::routes`: Telegram's webhook, Discord's interactions).
 
 use std::sync::Arc;
 
@@ -33,6 +33,8 @@ pub struct Services {
     pub blog: Option<Arc<blog::Blog>>,
     /// The delivery engine, whose health `/healthz` and whose outbox `/metrics` report.
     pub delivery: Option<Arc<Engine>>,
+    /// `/mcp`, the MCP server behind its token (crate::mcp::http), when `[web] mcp` is on.
+    pub mcp: Option<Router>,
 }
 
 #[derive(Clone)]
@@ -81,6 +83,7 @@ pub fn router(metrics: Arc<Metrics>, services: Services) -> Router {
         account,
         blog,
         delivery,
+        mcp,
     } = services;
     let mut router = Router::new();
     if let Some(b) = blog {
@@ -145,11 +148,15 @@ pub fn router(metrics: Arc<Metrics>, services: Services) -> Router {
                     .with_state(a),
             );
     }
-    router
+    let router = router
         .route("/healthz", get(healthz))
         .route("/metrics", get(self::metrics))
         .with_state(Monitor { metrics, delivery })
-        .merge(bots.routes())
+        .merge(bots.routes());
+    match mcp {
+        Some(mcp) => router.merge(mcp),
+        None => router,
+    }
 }
 
 /// The Content-Security-Policy of every HTML page: no scripts at all, inline styles, forms

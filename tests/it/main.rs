@@ -20,6 +20,7 @@ mod fuzz;
 mod llm;
 mod llm_guard;
 mod matrix;
+mod mcp;
 mod morning;
 mod ntfy;
 mod outbox;
