@@ -38,6 +38,25 @@ static IMPACT_CUE: LazyLock<Regex> = LazyLock::new(|| {
     .expect("valid regex")
 });
 
+/// The sentence in which a paper says what it does ("We present TileFuse, a compiler that
+/// …", "In this paper, we propose …").
+static CONTRIBUTION: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?i)^(?:(?:in )?this (?:paper|work)|here|to (?:this|that) end)?,?\s*(?:we|this (?:paper|work))\s+(?:\w+\s+){0,2}?(?:present|propose|introduce|describe|design|build|develop|contribute)s?\b",
+    )
+    .expect("valid regex")
+});
+
+/// A paper's sentences from the one that says what it does: an abstract opens with the
+/// problem, and a reader scanning a digest wants the contribution first. All of them when
+/// no sentence says (or only a late one does: then the opening is the contribution).
+fn from_contribution(sentences: Vec<String>) -> Vec<String> {
+    match sentences.iter().position(|s| CONTRIBUTION.is_match(s)) {
+        Some(i) if i > 0 && i < 5 => sentences[i..].to_vec(),
+        _ => sentences,
+    }
+}
+
 /// How many events of one digest may start "why it matters" with the same lead-in.
 pub const MAX_SAME_LEAD_IN: usize = 2;
 
@@ -95,7 +114,10 @@ pub fn summarize_varied(
 ) -> EventText {
     let event = &candidate.event;
     let text = event.main_text();
-    let sentences = sentences(text);
+    let sentences = match event.primary().kind {
+        ItemKind::Paper => from_contribution(sentences(text)),
+        _ => sentences(text),
+    };
 
     // Breaking and behaviour changes are the first thing an engineer needs from release
     // notes: they always lead "why it matters", quoted and marked.
@@ -993,6 +1015,28 @@ fn ends_with_abbreviation(s: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_paper_is_summarised_from_its_contribution() {
+        let abstract_ = vec![
+            "Attention kernels are still written by hand.".to_string(),
+            "They must orchestrate TMA copies.".to_string(),
+            "We present TileFuse, a compiler that generates fused attention kernels.".to_string(),
+            "TileFuse reaches 1,530 TFLOPS.".to_string(),
+        ];
+        assert_eq!(from_contribution(abstract_.clone())[0], abstract_[2]);
+        for opening in [
+            "In this paper, we propose X, a scheduler.",
+            "Here we introduce X.",
+            "This work presents X.",
+            "We further develop X.",
+        ] {
+            assert!(CONTRIBUTION.is_match(opening), "{opening}");
+        }
+        assert!(!CONTRIBUTION.is_match("We find that kernels are slow."));
+        let none = vec!["Kernels are slow.".to_string(), "X is fast.".to_string()];
+        assert_eq!(from_contribution(none.clone()), none);
+    }
+
     #[test]
     fn announcement_ceremony_is_not_news() {
         assert!(is_announcement(
