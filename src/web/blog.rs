@@ -266,12 +266,23 @@ pub async fn week_page(State(blog): State<Arc<Blog>>, Path(week): Path<String>) 
     let Ok(week) = crate::weekly::Week::parse(&week) else {
         return not_found(&blog);
     };
+    // A roll-up reads its seven dailies: cached like a day's page (keyed by the week's
+    // Monday), so a busy week page costs one roll-up per PAGE_TTL.
+    let monday = week.days()[0];
     let result = async {
+        if let Some(page) = blog.pages.get(monday, WEEK_PAGE) {
+            return Ok(Some(page.with_reads(0)));
+        }
         let Some(digest) = roll_up(&blog, week).await? else {
             return Ok(None);
         };
         let mut pages = blog.renderer.render(&digest, crate::render::Format::Html)?;
-        anyhow::Ok(pages.pop())
+        let Some(html) = pages.pop() else {
+            return Ok(None);
+        };
+        let page = Arc::new(CachedPage::new(html, &blog.marker));
+        blog.pages.put(monday, WEEK_PAGE, page.clone());
+        anyhow::Ok(Some(page.with_reads(0)))
     };
     match result.await {
         Ok(Some(body)) => html(StatusCode::OK, body),
@@ -280,8 +291,17 @@ pub async fn week_page(State(blog): State<Arc<Blog>>, Path(week): Path<String>) 
     }
 }
 
-/// Atom 1.0: one entry per ISO week that has stored dailies, newest first.
+/// The page cache's keys for the weekly views: a week's page under its Monday, the feed
+/// under the first day there is.
+const WEEK_PAGE: &str = "week";
+const WEEKLY_FEED: &str = "weekly.xml";
+
+/// Atom 1.0: one entry per ISO week that has stored dailies, newest first. Made of up to
+/// eight roll-ups, so cached for PAGE_TTL like a page.
 pub async fn weekly_feed(State(blog): State<Arc<Blog>>) -> Response {
+    if let Some(xml) = blog.pages.get(NaiveDate::MIN, WEEKLY_FEED) {
+        return atom_response(xml.with_reads(0));
+    }
     let base = blog.config.web.public_url.clone();
     let result = async {
         let recent = blog
@@ -320,7 +340,14 @@ pub async fn weekly_feed(State(blog): State<Arc<Blog>>) -> Response {
         ))
     };
     match result.await {
-        Ok(xml) => atom_response(xml),
+        Ok(xml) => {
+            blog.pages.put(
+                NaiveDate::MIN,
+                WEEKLY_FEED,
+                Arc::new(CachedPage::new(xml.clone(), &blog.marker)),
+            );
+            atom_response(xml)
+        }
         Err(e) => failure(e),
     }
 }
