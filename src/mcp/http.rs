@@ -84,8 +84,10 @@ async fn require_token(
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(|t| <[u8; 32]>::from(Sha256::digest(t.trim().as_bytes())));
+        // The scheme is case-insensitive (RFC 9110 11.1).
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, t)| <[u8; 32]>::from(Sha256::digest(t.trim().as_bytes())));
     if given.as_ref() == Some(&*expected) {
         return next.run(request).await;
     }

@@ -35,9 +35,15 @@ pub const MAX_RESULTS: u32 = 50;
 pub const MAX_ANSWER_CHARS: usize = 100_000;
 /// Characters of an event's summary in a search result.
 const SUMMARY_CHARS: usize = 400;
-/// Archive rows read before the filters apply: the newest matches, enough for any filter
-/// a question needs, few enough to answer at once.
-const SEARCH_SCAN: i64 = 500;
+/// Archive rows read per page while the filters keep too few, and at most in all: a
+/// question about a narrow range of a busy archive is answered, a query that matches
+/// nothing is not a scan of everything.
+const SEARCH_PAGE: i64 = 500;
+const SEARCH_SCAN_MAX: i64 = 10_000;
+/// Characters of a source's last error.
+const ERROR_CHARS: usize = 300;
+/// Steps of one story, at most.
+const MAX_STORY: usize = 50;
 /// Days after an event's first digest searched for the stories that continue it.
 const FOLLOW_DAYS: i64 = 60;
 /// The resource: the latest digest in Markdown.
@@ -113,16 +119,29 @@ pub struct FollowUpsArgs {
     pub event_id: String,
 }
 
-/// A tool's answer: JSON text, bounded.
+/// A tool's answer: JSON text. Never cut (a cut would not parse): the tools bound what they
+/// put in, and one too large anyway is refused with how to narrow it.
 fn answer(value: &Value) -> Result<CallToolResult, McpError> {
     let text = serde_json::to_string_pretty(value)
         .map_err(|e| McpError::internal_error(format!("cannot write the answer: {e}"), None))?;
-    Ok(CallToolResult::success(vec![ContentBlock::text(bounded(
-        text,
-    ))]))
+    Ok(CallToolResult::success(vec![ContentBlock::text(
+        within_limit(text)?,
+    )]))
 }
 
-/// `text` within [`MAX_ANSWER_CHARS`], saying so when it was cut.
+/// JSON `text` when it is within [`MAX_ANSWER_CHARS`]; else an error saying how to narrow.
+fn within_limit(text: String) -> Result<String, McpError> {
+    let n = text.chars().count();
+    if n <= MAX_ANSWER_CHARS {
+        Ok(text)
+    } else {
+        Err(bad(format!(
+            "the answer is {n} characters, more than {MAX_ANSWER_CHARS}; narrow it with layers, min_score or a date, or ask for markdown"
+        )))
+    }
+}
+
+/// Markdown `text` within [`MAX_ANSWER_CHARS`], saying so when it was cut.
 fn bounded(text: String) -> String {
     if text.chars().count() <= MAX_ANSWER_CHARS {
         return text;
@@ -284,7 +303,7 @@ impl Server {
 #[rmcp::tool_router]
 impl Server {
     #[tool(
-        description = "Search the archive of kdigest's daily digests (GPU kernels and ML compilers) for events, newest first. Filters: layer, min_score, since/until (dates), source. Returns each event's date, number, id, title, score, layers, a summary and its links.",
+        description = "Search the archive of kdigest's daily digests (GPU kernels and ML compilers) for events: those with the words in their title first, then newest first. Filters: layer, min_score, since/until (dates), source. Returns each event's date, number, id, title, score, layers, a summary and its links.",
         annotations(read_only_hint = true)
     )]
     async fn search_events(
@@ -324,36 +343,54 @@ impl Server {
             ));
         }
         let terms = crate::archive::terms(query);
-        let found = match (&layer, terms.is_empty()) {
-            (_, false) => self.store.search_events(&terms, 0, SEARCH_SCAN).await,
-            (Some(l), true) => self.store.layer_events(l, 0, SEARCH_SCAN).await,
-            (None, true) => {
-                return Err(bad(
-                    "query: give words to search for, or a layer to list its events".into(),
-                ));
+        if terms.is_empty() && layer.is_none() {
+            return Err(bad(
+                "query: give words to search for, or a layer to list its events".into(),
+            ));
+        }
+        let source = args.source.as_deref().map(|s| s.trim().to_lowercase());
+        let wanted = |a: &crate::archive::ArchivedEvent| {
+            layer.as_ref().is_none_or(|l| a.event.layers.contains(l))
+                && min_score.is_none_or(|m| a.event.score >= m)
+                && since.is_none_or(|d| a.date >= d)
+                && until.is_none_or(|d| a.date <= d)
+                && source.as_ref().is_none_or(|s| {
+                    a.event.sources.iter().any(|link| {
+                        link.name.to_lowercase().contains(s.as_str())
+                            || link.url.to_lowercase().contains(s.as_str())
+                    })
+                })
+        };
+        // Page through the matches until enough pass the filters (one more than asked, to
+        // say whether there are more), the matches end, or the scan reaches its cap.
+        let mut kept = Vec::new();
+        let mut offset = 0;
+        let mut capped = false;
+        loop {
+            let page = if terms.is_empty() {
+                let l = layer.as_deref().unwrap_or_default();
+                self.store.layer_events(l, offset, SEARCH_PAGE).await
+            } else {
+                self.store.search_events(&terms, offset, SEARCH_PAGE).await
+            }
+            .map_err(failed)?;
+            let n = page.len() as i64;
+            kept.extend(page.into_iter().filter(|a| wanted(a)));
+            offset += n;
+            if kept.len() > limit as usize || n < SEARCH_PAGE {
+                break;
+            }
+            if offset >= SEARCH_SCAN_MAX {
+                capped = true;
+                break;
             }
         }
-        .map_err(failed)?;
-        let source = args.source.as_deref().map(|s| s.trim().to_lowercase());
-        let kept: Vec<Value> = found
+        let more = kept.len() > limit as usize || capped;
+        let results: Vec<Value> = kept
             .iter()
-            .filter(|a| {
-                layer.as_ref().is_none_or(|l| a.event.layers.contains(l))
-                    && min_score.is_none_or(|m| a.event.score >= m)
-                    && since.is_none_or(|d| a.date >= d)
-                    && until.is_none_or(|d| a.date <= d)
-                    && source.as_ref().is_none_or(|s| {
-                        a.event.sources.iter().any(|link| {
-                            link.name.to_lowercase().contains(s.as_str())
-                                || link.url.to_lowercase().contains(s.as_str())
-                        })
-                    })
-            })
-            .take(limit as usize + 1)
+            .take(limit as usize)
             .map(|a| self.event_json(a.date, &a.event, &language))
             .collect();
-        let more = kept.len() > limit as usize;
-        let results: Vec<&Value> = kept.iter().take(limit as usize).collect();
         answer(&json!({ "results": results, "more": more }))
     }
 
@@ -426,9 +463,12 @@ impl Server {
             crate::render::Format::Md
         };
         let text = renderer.render(&edition, format).map_err(failed)?.concat();
-        Ok(CallToolResult::success(vec![ContentBlock::text(bounded(
-            text,
-        ))]))
+        let text = if json_format {
+            within_limit(text)?
+        } else {
+            bounded(text)
+        };
+        Ok(CallToolResult::success(vec![ContentBlock::text(text)]))
     }
 
     #[tool(
@@ -524,7 +564,11 @@ impl Server {
                     "last_attempt_at": h.and_then(|h| h.last_attempt_at),
                     "consecutive_failures": failures,
                     "backed_off_until": backed_off_until,
-                    "last_error": h.filter(|h| h.consecutive_failures > 0).and_then(|h| h.last_error.clone()),
+                    // A transport error quotes the feed's URL, which may hold a credential.
+                    "last_error": h
+                        .filter(|h| h.consecutive_failures > 0)
+                        .and_then(|h| h.last_error.as_deref())
+                        .map(|e| crate::text::truncate_chars(&crate::redact::redact(e), ERROR_CHARS)),
                     "items_last_7_days": counts.get(&s.name).copied().unwrap_or(0),
                 })
             })
@@ -603,6 +647,7 @@ pub async fn story(
             if let Some(f) = &e.follow_up
                 && ids.contains(&f.event_id)
                 && !ids.contains(&e.id)
+                && story.len() < MAX_STORY
             {
                 ids.push(e.id.clone());
                 story.push((d.date, e.clone(), "continues the story"));

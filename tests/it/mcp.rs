@@ -124,6 +124,7 @@ async fn tools_answer(client: &Client) {
     )
     .await
     .unwrap();
+    assert!(!arxiv["results"].as_array().unwrap().is_empty(), "{arxiv}");
     for r in arxiv["results"].as_array().unwrap() {
         assert!(
             r["sources"].to_string().to_lowercase().contains("arxiv"),
@@ -395,6 +396,17 @@ async fn an_assistant_queries_the_archive_over_http_with_its_token() {
         .await
         .unwrap();
     assert_eq!(wrong.status(), 401);
+    // The scheme is case-insensitive (RFC 9110): `bearer` is the same scheme.
+    let lower = http
+        .post(&url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("authorization", format!("bearer {token}"))
+        .body(initialize.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(lower.status(), 200);
     let good = post(initialize.to_string(), Some(token), None)
         .await
         .unwrap();

@@ -395,12 +395,16 @@ fn source_links(event: &Event) -> Vec<SourceLink> {
 /// them as key changes, and a title, overview and watch list about those events only.
 pub fn filter(digest: &Digest, f: &Filter, locale: &Locale) -> Digest {
     let key_changes = digest.key_changes.len().max(1);
+    // Each event's words are read once for a followed phrase: it both passes the event and
+    // marks it.
     let mut events: Vec<DigestEvent> = digest
         .events()
-        .filter(|e| f.accepts(e))
-        .map(|e| DigestEvent {
-            followed: f.follows(e).map(str::to_string),
-            ..e.clone()
+        .filter_map(|e| {
+            let followed = f.follows(e);
+            (followed.is_some() || f.passes_threshold_and_layers(e)).then(|| DigestEvent {
+                followed: followed.map(str::to_string),
+                ..e.clone()
+            })
         })
         .collect();
     // A boosted reader's liked layers rank higher (and so lead as key changes).

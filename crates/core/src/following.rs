@@ -99,8 +99,10 @@ pub fn matched<'a, 't>(
 }
 
 /// `phrase` occurs in `text` with no letter or digit joined to either end (both lower case).
+/// Letters of scripts written without spaces (Chinese, Japanese) join nothing: a phrase in
+/// them matches where it occurs.
 fn contains_words(text: &str, phrase: &str) -> bool {
-    let joined = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    let joined = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() && !unspaced(c));
     let mut from = 0;
     while let Some(at) = text[from..].find(phrase) {
         let start = from + at;
@@ -116,6 +118,16 @@ fn contains_words(text: &str, phrase: &str) -> bool {
         from = start + phrase.chars().next().map_or(1, char::len_utf8);
     }
     false
+}
+
+/// A character of a script written without spaces between words.
+fn unspaced(c: char) -> bool {
+    matches!(c,
+        '\u{3040}'..='\u{30ff}'   // Hiragana, Katakana
+        | '\u{3400}'..='\u{4dbf}' // CJK Extension A
+        | '\u{4e00}'..='\u{9fff}' // CJK Unified Ideographs
+        | '\u{f900}'..='\u{faff}' // CJK Compatibility Ideographs
+        | '\u{20000}'..='\u{2ffff}')
 }
 
 #[cfg(test)]
@@ -143,6 +155,13 @@ mod tests {
             None,
             "cute is not in execute"
         );
+        // Other scripts with spaces keep whole words; an accented word is one word.
+        assert_eq!(matched(&["ядро".to_string()], ["новое ядрона"]), None);
+        assert_eq!(
+            matched(&["ядро".to_string()], ["новое ядро gpu"]),
+            Some("ядро")
+        );
+        assert_eq!(matched(&["café".to_string()], ["caféine"]), None);
         let zh = ["内核融合", "新的注意力内核融合方法"];
         assert_eq!(matched(&["注意力".to_string()], zh), Some("注意力"));
         assert_eq!(matched(&[], zh), None);

@@ -480,9 +480,15 @@ pub struct Filter {
 
 impl Filter {
     pub fn accepts(&self, event: &DigestEvent) -> bool {
-        self.follows(event).is_some()
-            || (self.threshold_for(event) <= event.score
-                && (self.layers.is_empty() || event.layers.iter().any(|l| self.layers.contains(l))))
+        // The cheap test first: reading the event's words for a followed phrase is not.
+        self.passes_threshold_and_layers(event) || self.follows(event).is_some()
+    }
+
+    /// The event reaches the reader's threshold and has one of their layers (the filter
+    /// without what they follow).
+    pub fn passes_threshold_and_layers(&self, event: &DigestEvent) -> bool {
+        self.threshold_for(event) <= event.score
+            && (self.layers.is_empty() || event.layers.iter().any(|l| self.layers.contains(l)))
     }
 
     /// The followed phrase `event` is about, if any: one in its title, its texts in any

@@ -927,7 +927,8 @@ fn is_instruction(sentence: &str) -> bool {
 /// PyTorch 2.9", "This release is composed of 3161 commits from 536 contributors"): the title
 /// already names the release, and the reader learns nothing from the ceremony.
 fn is_announcement(sentence: &str) -> bool {
-    let lower = sentence.to_ascii_lowercase();
+    let lower = sentence.to_ascii_lowercase().replace('\u{2019}', "'");
+    let lower = lower.strip_prefix("today, ").unwrap_or(&lower);
     let pleased = [
         "excited",
         "pleased",
@@ -1049,6 +1050,9 @@ mod tests {
             "This release adds FP8 GEMM kernels for sm_100a."
         ));
         assert!(!is_announcement("We announce a 2x faster scheduler."));
+        assert!(is_announcement(
+            "Today, we\u{2019}re thrilled to announce Triton 3.6."
+        ));
     }
 
     #[test]

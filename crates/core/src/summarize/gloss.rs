@@ -167,8 +167,7 @@ pub fn read(clause: &str, figure: &str) -> Option<Fact> {
     let percent = figure.ends_with('%');
     let lower = clause.to_ascii_lowercase();
     let within = percent
-        && lower
-            .find(&lower_figure)
+        && figure_at(&lower, &lower_figure)
             .is_some_and(|at| lower[..at].trim_end().ends_with("within"));
     let direction = if within {
         Direction::Within
@@ -238,7 +237,17 @@ fn compared_with(clause: &str, figure: &str) -> Option<Against> {
 
 /// The text right after `figure` in `clause`, from its next word.
 fn after_figure<'a>(clause: &'a str, figure: &str) -> Option<&'a str> {
-    Some(clause[clause.find(figure)? + figure.len()..].trim_start())
+    Some(clause[figure_at(clause, figure)? + figure.len()..].trim_start())
+}
+
+/// Where `figure` stands in `clause` as a number of its own: "8%" is not the end of "18%".
+fn figure_at(clause: &str, figure: &str) -> Option<usize> {
+    clause.match_indices(figure).map(|(at, _)| at).find(|&at| {
+        !clause[..at]
+            .chars()
+            .next_back()
+            .is_some_and(|c| c.is_ascii_digit() || c == '.' || c == ',')
+    })
 }
 
 /// The first word of `text` when it is a system's name: a word with a capital or a digit
@@ -445,6 +454,12 @@ mod tests {
         assert_eq!(
             render(&fact, &en),
             "throughput within 8% of FlashAttention-3"
+        );
+        // The 8% of its own, not the end of "18%".
+        let both = "latency drops 18% and throughput is within 8% of FA3";
+        assert_eq!(
+            read(both, "8%").map(|f| f.direction),
+            Some(Direction::Within)
         );
         // Within nothing named: no gloss rather than a wrong one.
         assert_eq!(read("latency stays within 5% across runs", "5%"), None);
