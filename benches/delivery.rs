@@ -1,6 +1,8 @@
 //! `cargo bench --bench delivery`: delivery targets of docs/PERFORMANCE.md, measured.
 //!
-//! 1. Planning + rendering for 100,000 subscribers with 20 distinct filters.
+//! 1. Planning + rendering for 100,000 subscribers with 20 distinct filters; then again with
+//!    every subscriber following two phrases of their own (1 in 100 following a project in
+//!    the day's news), so no two filters are alike.
 //! 2. 10,000 webhook subscribers against a loopback receiver with no limit.
 //! 3. A receiver enforcing 30 requests/s: sustained rate, 429s provoked, duplicates, losses.
 
@@ -42,17 +44,35 @@ fn filters() -> Vec<Filter> {
         .collect()
 }
 
-async fn add_subscribers(store: &Store, urls: impl Iterator<Item = String>) {
+/// Subscribers with the 20 filters; `following`: each also follows two phrases of its own,
+/// and one in 100 a project of the sample day ("Tessera").
+async fn add_subscribers_following(
+    store: &Store,
+    urls: impl Iterator<Item = String>,
+    following: bool,
+) {
     let filters = filters();
     let addresses: Vec<Address> = urls
         .map(|u| Address::parse(&format!("webhook:{u}")).unwrap())
+        .collect();
+    let own: Vec<Filter> = (0..addresses.len())
+        .map(|i| {
+            let mut f = filters[i % filters.len()].clone();
+            if following {
+                f.follows = vec![format!("project-{i}"), format!("phrase {i}")];
+                if i % 100 == 0 {
+                    f.follows.push("Tessera".into());
+                }
+            }
+            f
+        })
         .collect();
     let rows: Vec<NewSubscriber> = addresses
         .iter()
         .enumerate()
         .map(|(i, a)| NewSubscriber {
             address: a,
-            filter: &filters[i % filters.len()],
+            filter: &own[i],
             language: if i % 2 == 0 { "zh-CN" } else { "en" },
             status: &Status::Active,
             notify_empty: false,
@@ -61,15 +81,21 @@ async fn add_subscribers(store: &Store, urls: impl Iterator<Item = String>) {
     store.add_subscribers(&rows, Utc::now()).await.unwrap();
 }
 
-async fn bench_planning() {
+async fn bench_planning(following: bool) {
     let app = TestApp::builder().feeds_on_disk().toml("").build().await;
     let digest = app.digest().await;
     let (_config, store) = (&app.config, &app.store);
-    add_subscribers(
+    add_subscribers_following(
         store,
         (0..100_000).map(|i| format!("https://hooks.example.org/h/{i}")),
+        following,
     )
     .await;
+    let label = if following {
+        "planning (every reader following 2 phrases of their own)"
+    } else {
+        "planning"
+    };
     let rss_before = common::peak_rss_mib();
     let t = Instant::now();
     let subscribers = store.active_subscribers_page(0, i64::MAX).await.unwrap();
@@ -102,14 +128,14 @@ async fn bench_planning() {
     }
     let total = t.elapsed();
     println!(
-        "planning: {} subscribers, 20 filters x 2 languages -> {} deliveries, {} distinct renders ({} MB of payload served from the cache)",
+        "{label}: {} subscribers, 20 filters x 2 languages -> {} deliveries, {} distinct renders ({} MB of payload served from the cache)",
         subscribers.len(),
         rows.len(),
         cache.len(),
         bytes / 1_000_000
     );
     println!(
-        "planning: load {:.0} ms, plan {:.0} ms, outbox insert {:.0} ms, render {:.0} ms; total {:.2} s; peak RSS {:.0} MiB ({:.0} MiB before)",
+        "{label}: load {:.0} ms, plan {:.0} ms, outbox insert {:.0} ms, render {:.0} ms; total {:.2} s; peak RSS {:.0} MiB ({:.0} MiB before)",
         loaded.as_secs_f64() * 1e3,
         (planned - loaded).as_secs_f64() * 1e3,
         (stored - planned).as_secs_f64() * 1e3,
@@ -210,7 +236,12 @@ fn main() {
         .build()
         .unwrap();
     rt.block_on(async {
-        bench_planning().await;
+        bench_planning(false).await;
+        bench_planning(true).await;
+        // `cargo bench --bench delivery -- planning`: the planning cases alone.
+        if std::env::args().any(|a| a == "planning") {
+            return;
+        }
         bench_fan_out(
             "fan-out (no limit)",
             10_000,

@@ -201,7 +201,7 @@ async fn filtering_keeps_matching_events_and_rebuilds_the_sections() {
     let following = Filter {
         layers: BTreeSet::from(["frontend".to_string()]),
         follows: vec!["nothing-like-it".into(), "tessera".into()],
-        ..nothing
+        ..nothing.clone()
     };
     let followed = digest::filter(&d, &following, &locale);
     let kept: Vec<(&str, Option<&str>)> = followed
@@ -215,6 +215,33 @@ async fn filtering_keeps_matching_events_and_rebuilds_the_sections() {
         d.events().all(|e| e.followed.is_none()),
         "the stored digest marks nothing"
     );
+
+    // Delivery renders once per edition that differs: phrases no event is about change
+    // nothing, so readers following different quiet projects share one render.
+    let cache = kdigest::deliver::RenderCache::new(None);
+    let quiet = |phrase: &str| Filter {
+        follows: vec![phrase.to_string()],
+        ..nothing.clone()
+    };
+    let webhook = kdigest::subscriber::Channel::Webhook;
+    let a = cache
+        .messages(&d, &quiet("project-a"), "en", webhook)
+        .unwrap();
+    let b = cache
+        .messages(&d, &quiet("project-b"), "en", webhook)
+        .unwrap();
+    assert!(std::sync::Arc::ptr_eq(&a, &b));
+    assert_eq!(cache.len(), 1);
+    let news = cache
+        .messages(&d, &quiet("tessera"), "en", webhook)
+        .unwrap();
+    assert_eq!(cache.len(), 2);
+    assert!(
+        news[0].contains("\"followed\": \"tessera\""),
+        "{:.300}",
+        news[0]
+    );
+    assert!(!a[0].contains("Tessera"));
 }
 
 #[tokio::test]

@@ -78,8 +78,8 @@ pub fn listed(follows: &[String]) -> String {
 }
 
 /// The first of `follows` that `texts` (an event's title, texts and sources' names and
-/// links, as [`crate::model::Filter::follows`] gathers them) are about, as the reader
-/// wrote it.
+/// links, as [`crate::model::DigestEvent::followable_text`] gives them) are about, as the
+/// reader wrote it.
 pub fn matched<'a, 't>(
     follows: &'a [String],
     texts: impl IntoIterator<Item = &'t str>,
@@ -87,15 +87,27 @@ pub fn matched<'a, 't>(
     if follows.is_empty() {
         return None;
     }
+    let text = haystack(texts);
+    follows
+        .iter()
+        .find(|f| mentions(&text, f))
+        .map(String::as_str)
+}
+
+/// `texts` made ready for [`mentions`]: lower case, one per line. Made once per event, it
+/// answers any number of phrases.
+pub fn haystack<'t>(texts: impl IntoIterator<Item = &'t str>) -> String {
     let mut text = String::new();
     for part in texts {
         text.push_str(&part.to_lowercase());
         text.push('\n');
     }
-    follows
-        .iter()
-        .find(|f| contains_words(&text, &f.to_lowercase()))
-        .map(String::as_str)
+    text
+}
+
+/// `haystack` is about `phrase` (as [`matched`] decides).
+pub fn mentions(haystack: &str, phrase: &str) -> bool {
+    contains_words(haystack, &phrase.to_lowercase())
 }
 
 /// `phrase` occurs in `text` with no letter or digit joined to either end (both lower case).

@@ -241,6 +241,27 @@ pub struct DigestEvent {
     pub followed: Option<String>,
 }
 
+impl DigestEvent {
+    /// What a followed phrase is looked for in (crate::following): the title, the texts in
+    /// every language, the sources' names and links.
+    pub fn followable_text(&self) -> impl Iterator<Item = &str> {
+        let own = [&self.title, &self.summary, &self.why_it_matters]
+            .into_iter()
+            .map(String::as_str);
+        let translated = self.translations.values().flat_map(|w| {
+            [&w.summary, &w.why_it_matters]
+                .into_iter()
+                .flatten()
+                .map(String::as_str)
+        });
+        let sources = self
+            .sources
+            .iter()
+            .flat_map(|s| [s.name.as_str(), s.url.as_str()]);
+        own.chain(translated).chain(sources)
+    }
+}
+
 /// A link from a new event to the event of an earlier digest it continues.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FollowUp {
@@ -497,20 +518,7 @@ impl Filter {
         if self.follows.is_empty() {
             return None;
         }
-        let own = [&event.title, &event.summary, &event.why_it_matters]
-            .into_iter()
-            .map(String::as_str);
-        let translated = event.translations.values().flat_map(|w| {
-            [&w.summary, &w.why_it_matters]
-                .into_iter()
-                .flatten()
-                .map(String::as_str)
-        });
-        let sources = event
-            .sources
-            .iter()
-            .flat_map(|s| [s.name.as_str(), s.url.as_str()]);
-        crate::following::matched(&self.follows, own.chain(translated).chain(sources))
+        crate::following::matched(&self.follows, event.followable_text())
     }
 
     /// The event has a layer the reader's boost holds.
