@@ -370,7 +370,8 @@ async fn readers_sign_up_confirm_once_and_change_their_preferences() {
         .await
         .unwrap();
     assert_eq!(bad.status(), 400);
-    assert!(bad.text().await.unwrap().contains("no letter or digit"));
+    // In the reader's language (the page is zh-CN since the language was changed above).
+    assert!(bad.text().await.unwrap().contains("不含可匹配的字母或数字"));
     assert_eq!(follows().await, ["triton", "Flash Attention"]);
     let set = prefs("at=09%3A30&tz=Europe%2FBerlin", "192.0.2.20")
         .await

@@ -13,33 +13,82 @@ pub const MAX_FOLLOWS: usize = 20;
 /// Longest phrase, in characters.
 pub const MAX_CHARS: usize = 60;
 
+/// Why a phrase cannot be followed; said in English here (`Display`, for the command line
+/// and the MCP tools), and in a reader's language by its locale key ([`Refusal::key`],
+/// filled with `arg`, `max` and `n`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// Nothing left once quotes and spaces are removed.
+    Empty,
+    /// Longer than [`MAX_CHARS`]; the phrase's start.
+    TooLong(String),
+    /// No letter or digit, or a control character.
+    NoLetter(String),
+    /// The reader follows [`MAX_FOLLOWS`] already.
+    Full,
+}
+
+impl Refusal {
+    /// The locale key: `follow_empty`, `follow_too_long`, `follow_no_letter`, `follow_full`.
+    pub fn key(&self) -> &'static str {
+        match self {
+            Refusal::Empty => "follow_empty",
+            Refusal::TooLong(_) => "follow_too_long",
+            Refusal::NoLetter(_) => "follow_no_letter",
+            Refusal::Full => "follow_full",
+        }
+    }
+
+    /// The phrase (or its start) the refusal is about.
+    pub fn arg(&self) -> &str {
+        match self {
+            Refusal::TooLong(p) | Refusal::NoLetter(p) => p,
+            Refusal::Empty | Refusal::Full => "",
+        }
+    }
+
+    /// The refusal in `t`'s language.
+    pub fn say(&self, t: &crate::locale::Locale) -> String {
+        t.fill(
+            self.key(),
+            &[
+                ("arg", self.arg()),
+                ("max", &MAX_CHARS.to_string()),
+                ("n", &MAX_FOLLOWS.to_string()),
+            ],
+        )
+    }
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.say(&crate::locale::Locale::builtin("en")).fmt(f)
+    }
+}
+
 /// A phrase as a reader typed it, made ready to store: quotes and surrounding space
-/// removed, inner space collapsed. The error names the problem and the fix.
-pub fn normalize(typed: &str) -> Result<String, String> {
+/// removed, inner space collapsed.
+pub fn normalize(typed: &str) -> Result<String, Refusal> {
     let trimmed = typed
         .trim()
         .trim_matches(|c: char| matches!(c, '"' | '\'' | '“' | '”' | '‘' | '’' | '「' | '」'))
         .trim();
     let phrase = trimmed.split_whitespace().collect::<Vec<_>>().join(" ");
     if phrase.is_empty() {
-        return Err("the phrase to follow is empty; give a project or words, e.g. triton or \"FlashAttention\"".into());
+        return Err(Refusal::Empty);
     }
     if phrase.chars().count() > MAX_CHARS {
-        return Err(format!(
-            "\"{}…\" is longer than {MAX_CHARS} characters; follow a project name or a short phrase",
-            crate::text::truncate_chars(&phrase, 20)
-        ));
+        return Err(Refusal::TooLong(crate::text::truncate_chars(&phrase, 20)));
     }
     if phrase.chars().any(char::is_control) || !phrase.chars().any(char::is_alphanumeric) {
-        return Err(format!(
-            "\"{phrase}\" has no letter or digit to match; follow a project name or words"
-        ));
+        return Err(Refusal::NoLetter(phrase));
     }
     Ok(phrase)
 }
 
-/// `follows` with `phrase` added (once, ignoring case); an error when the list is full.
-pub fn add(follows: &[String], phrase: &str) -> Result<Vec<String>, String> {
+/// `follows` with `phrase` added (once, ignoring case); [`Refusal::Full`] when the list is
+/// full.
+pub fn add(follows: &[String], phrase: &str) -> Result<Vec<String>, Refusal> {
     let phrase = normalize(phrase)?;
     let mut out = follows.to_vec();
     if out
@@ -49,9 +98,7 @@ pub fn add(follows: &[String], phrase: &str) -> Result<Vec<String>, String> {
         return Ok(out);
     }
     if out.len() >= MAX_FOLLOWS {
-        return Err(format!(
-            "you follow {MAX_FOLLOWS} phrases already, the most one reader can; unfollow one first"
-        ));
+        return Err(Refusal::Full);
     }
     out.push(phrase);
     Ok(out)
@@ -186,13 +233,25 @@ mod tests {
             "Flash Attention"
         );
         assert_eq!(normalize("“triton”").unwrap(), "triton");
-        assert!(normalize("\"\"").unwrap_err().contains("empty"));
-        assert!(normalize("!!!").unwrap_err().contains("no letter"));
-        assert!(normalize(&"x".repeat(61)).unwrap_err().contains("60"));
+        assert_eq!(normalize("\"\""), Err(Refusal::Empty));
+        assert!(
+            normalize("!!!")
+                .unwrap_err()
+                .to_string()
+                .contains("no letter")
+        );
+        assert!(
+            normalize(&"x".repeat(61))
+                .unwrap_err()
+                .to_string()
+                .contains("60")
+        );
+        let zh = crate::locale::Locale::builtin("zh-CN");
+        assert!(normalize("!!!").unwrap_err().say(&zh).contains("不含"));
         let one = add(&[], "Triton").unwrap();
         assert_eq!(add(&one, "triton").unwrap(), one, "once, ignoring case");
         let full: Vec<String> = (0..MAX_FOLLOWS).map(|i| format!("p{i}")).collect();
-        assert!(add(&full, "one more").unwrap_err().contains("unfollow"));
+        assert_eq!(add(&full, "one more"), Err(Refusal::Full));
         assert_eq!(remove(&one, "\"TRITON\""), Some(vec![]));
         assert_eq!(remove(&one, "cutlass"), None);
     }

@@ -110,7 +110,9 @@ pub(in crate::web) fn parse_fields(body: &[u8]) -> Fields {
 
 /// The followed phrases a form gives, one per line (crate::following checks each); `None`
 /// when it has no such field (an older form).
-pub(in crate::web) fn form_follows(fields: &Fields) -> Result<Option<Vec<String>>, String> {
+pub(in crate::web) fn form_follows(
+    fields: &Fields,
+) -> Result<Option<Vec<String>>, crate::following::Refusal> {
     let Some(text) = fields.follows.as_deref() else {
         return Ok(None);
     };

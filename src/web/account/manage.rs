@@ -98,7 +98,7 @@ pub async fn preferences(
         Ok(f) => f.unwrap_or_else(|| subscriber.filter.follows.clone()),
         Err(why) => {
             let t = a.renderer(&subscriber.language).locale();
-            let error = t.fill("prefs_bad_follows", &[("layer", &why)]);
+            let error = t.fill("prefs_bad_follows", &[("layer", &why.say(t))]);
             return a.preferences_page(&subscriber, &token, false, Some(error));
         }
     };
