@@ -9,6 +9,7 @@ pub mod limits;
 pub mod outcome;
 mod sent;
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -85,7 +86,10 @@ pub fn plan(
     ready: chrono::DateTime<chrono::Utc>,
 ) -> Vec<PlannedDelivery> {
     let date = editions.daily.date;
-    let mut matches: HashMap<(Edition, &Filter), bool> = HashMap::new();
+    // Readers' filters as they act on each edition (followed phrases no event is about
+    // left out), so readers following different quiet projects share one answer.
+    let indexes = EditionIndexes::new(&editions);
+    let mut matches: HashMap<(Edition, Cow<'_, Filter>), bool> = HashMap::new();
     let mut rows = Vec::new();
     for s in subscribers
         .iter()
@@ -97,8 +101,8 @@ pub fn plan(
             };
             let wanted = s.notify_empty
                 || *matches
-                    .entry((edition, &s.filter))
-                    .or_insert_with(|| any_passes(digest, &s.filter));
+                    .entry((edition, indexes.acting(edition, &s.filter)))
+                    .or_insert_with_key(|(_, f)| any_passes(digest, f));
             if wanted {
                 rows.push(PlannedDelivery {
                     id: delivery_id(date, edition, s.id),
@@ -123,8 +127,42 @@ pub fn plan(
 
 type RenderKey = (NaiveDate, Edition, Filter, String, Channel);
 
-/// One digest edition's events, each as `following::haystack` makes it.
-type Haystacks = Arc<Vec<String>>;
+/// The [`following::Index`](crate::following::Index) of each edition a plan serves.
+struct EditionIndexes {
+    daily: crate::following::Index,
+    weekly: Option<crate::following::Index>,
+}
+
+impl EditionIndexes {
+    fn new(editions: &Editions<'_>) -> EditionIndexes {
+        let index =
+            |d: &Digest| crate::following::Index::new(d.events().map(|e| e.followable_text()));
+        EditionIndexes {
+            daily: index(editions.daily),
+            weekly: editions.weekly.map(index),
+        }
+    }
+
+    fn acting<'f>(&self, edition: Edition, filter: &'f Filter) -> Cow<'f, Filter> {
+        let index = match edition {
+            Edition::Daily => Some(&self.daily),
+            Edition::Weekly => self.weekly.as_ref(),
+        };
+        match index {
+            Some(index) if !filter.follows.is_empty() => Cow::Owned(acting(filter, index)),
+            _ => Cow::Borrowed(filter),
+        }
+    }
+}
+
+/// `filter` as it acts on the edition `index` was made of: without the followed phrases no
+/// event is about, which change nothing that day.
+fn acting(filter: &Filter, index: &crate::following::Index) -> Filter {
+    Filter {
+        follows: index.acting(&filter.follows),
+        ..filter.clone()
+    }
+}
 
 fn render_key(d: &Digest, filter: &Filter, language: &str, channel: Channel) -> RenderKey {
     (
@@ -152,10 +190,10 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[derive(Default)]
 pub struct RenderCache {
     renders: Mutex<HashMap<RenderKey, Arc<Vec<String>>>>,
-    /// Per digest edition, each event's words made ready for followed phrases
-    /// (`following::haystack`), so a reader's phrases are checked without lowercasing the
-    /// digest again.
-    haystacks: Mutex<HashMap<(NaiveDate, Edition), Haystacks>>,
+    /// Per digest edition, its events made ready for followed phrases
+    /// (`following::Index`), so a reader's phrases are checked without reading the digest
+    /// again.
+    indexes: Mutex<HashMap<(NaiveDate, Edition), Arc<crate::following::Index>>>,
     renderers: Mutex<HashMap<String, Arc<Renderer>>>,
     templates_dir: Option<std::path::PathBuf>,
     site: Option<url::Url>,
@@ -171,29 +209,23 @@ impl RenderCache {
 
     /// `filter` without the followed phrases no event of `d` is about.
     fn acting(&self, d: &Digest, filter: &Filter) -> Filter {
-        let mut acting = filter.clone();
-        if acting.follows.is_empty() {
-            return acting;
+        if filter.follows.is_empty() {
+            return filter.clone();
         }
-        let haystacks = {
-            let mut all = lock(&self.haystacks);
+        let index = {
+            let mut all = lock(&self.indexes);
             if all.len() > RENDERED_DATES * 2 {
                 all.clear();
             }
             all.entry((d.date, Edition::of(d)))
                 .or_insert_with(|| {
-                    Arc::new(
-                        d.events()
-                            .map(|e| crate::following::haystack(e.followable_text()))
-                            .collect(),
-                    )
+                    Arc::new(crate::following::Index::new(
+                        d.events().map(|e| e.followable_text()),
+                    ))
                 })
                 .clone()
         };
-        acting
-            .follows
-            .retain(|p| haystacks.iter().any(|h| crate::following::mentions(h, p)));
-        acting
+        acting(filter, &index)
     }
 
     /// Renders link to the web site under this base URL.

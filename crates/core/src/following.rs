@@ -141,9 +141,56 @@ pub fn matched<'a, 't>(
         .map(String::as_str)
 }
 
+/// One digest edition's events made ready for followed phrases, once: each event's words as
+/// one lower-case text, and the set of every whole word in them, so a one-word phrase (most
+/// follows: `triton`, `cutlass`) is a set lookup and only a longer one reads the texts.
+#[derive(Debug, Default)]
+pub struct Index {
+    texts: Vec<String>,
+    words: std::collections::HashSet<String>,
+}
+
+impl Index {
+    /// From each event's followable text (`DigestEvent::followable_text`).
+    pub fn new<'t, E: IntoIterator<Item = &'t str>>(events: impl IntoIterator<Item = E>) -> Index {
+        let texts: Vec<String> = events.into_iter().map(haystack).collect();
+        let words = texts
+            .iter()
+            .flat_map(|t| t.split(|c: char| !joins(c)))
+            .filter(|w| !w.is_empty())
+            .map(str::to_string)
+            .collect();
+        Index { texts, words }
+    }
+
+    /// Some event of the edition is about `phrase` (as [`matched`] decides).
+    pub fn mentions(&self, phrase: &str) -> bool {
+        let phrase = phrase.to_lowercase();
+        // Each word of a phrase that occurs is a whole word of the text (its ends are
+        // checked, its inside is cut by the phrase's own spaces and marks): a phrase with a
+        // word the edition lacks is answered without reading the texts.
+        let mut words = phrase.split(|c: char| !joins(c)).filter(|w| !w.is_empty());
+        if !words.all(|w| self.words.contains(w)) {
+            return false;
+        }
+        // A phrase of one word is then found; others are read for.
+        phrase.chars().all(joins) || self.texts.iter().any(|t| contains_words(t, &phrase))
+    }
+
+    /// `follows` without the phrases no event of the edition is about: those change nothing
+    /// in what a reader receives that day.
+    pub fn acting(&self, follows: &[String]) -> Vec<String> {
+        follows
+            .iter()
+            .filter(|p| self.mentions(p))
+            .cloned()
+            .collect()
+    }
+}
+
 /// `texts` made ready for [`mentions`]: lower case, one per line. Made once per event, it
 /// answers any number of phrases.
-pub fn haystack<'t>(texts: impl IntoIterator<Item = &'t str>) -> String {
+fn haystack<'t>(texts: impl IntoIterator<Item = &'t str>) -> String {
     let mut text = String::new();
     for part in texts {
         text.push_str(&part.to_lowercase());
@@ -153,7 +200,7 @@ pub fn haystack<'t>(texts: impl IntoIterator<Item = &'t str>) -> String {
 }
 
 /// `haystack` is about `phrase` (as [`matched`] decides).
-pub fn mentions(haystack: &str, phrase: &str) -> bool {
+fn mentions(haystack: &str, phrase: &str) -> bool {
     contains_words(haystack, &phrase.to_lowercase())
 }
 
@@ -161,7 +208,7 @@ pub fn mentions(haystack: &str, phrase: &str) -> bool {
 /// Letters of scripts written without spaces (Chinese, Japanese) join nothing: a phrase in
 /// them matches where it occurs.
 fn contains_words(text: &str, phrase: &str) -> bool {
-    let joined = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() && !unspaced(c));
+    let joined = |c: Option<char>| c.is_some_and(joins);
     let mut from = 0;
     while let Some(at) = text[from..].find(phrase) {
         let start = from + at;
@@ -177,6 +224,12 @@ fn contains_words(text: &str, phrase: &str) -> bool {
         from = start + phrase.chars().next().map_or(1, char::len_utf8);
     }
     false
+}
+
+/// A character that joins its neighbours into one word: a letter or digit of a script
+/// written with spaces.
+fn joins(c: char) -> bool {
+    c.is_alphanumeric() && !unspaced(c)
 }
 
 /// A character of a script written without spaces between words.
@@ -221,6 +274,27 @@ mod tests {
             Some("ядро")
         );
         assert_eq!(matched(&["café".to_string()], ["caféine"]), None);
+        // The index answers as `matched` does, by word or by reading the texts.
+        let index = Index::new([
+            vec!["Triton v3.6.0", "https://github.com/triton-lang/triton"],
+            vec!["新的注意力内核融合方法", "FlashAttention-3 throughput"],
+        ]);
+        for (phrase, expected) in [
+            ("Triton", true),
+            ("lang", true),
+            ("trit", false),
+            ("注意力", true),
+            ("flashattention-3", true),
+            ("flashattention", true),
+            ("attention", false),
+            ("v3.6.0", true),
+            ("v3.7.0", false),
+            ("triton lang", false),
+            ("triton-lang", true),
+        ] {
+            assert_eq!(index.mentions(phrase), expected, "{phrase}");
+        }
+        assert_eq!(index.acting(&["quiet".into(), "Triton".into()]), ["Triton"]);
         let zh = ["内核融合", "新的注意力内核融合方法"];
         assert_eq!(matched(&["注意力".to_string()], zh), Some("注意力"));
         assert_eq!(matched(&[], zh), None);
