@@ -11,7 +11,7 @@ use crate::fetch::{FetchOutcome, Fetcher};
 use crate::model::{ItemKind, Validators};
 use crate::parse::{ParseError, parse_feed};
 use crate::sources::config_file::{self, NewSource};
-use crate::sources::{backoff, catalogue, discover, opml};
+use crate::sources::{catalogue, discover, opml};
 use crate::store::Store;
 
 #[derive(Debug, Subcommand)]
@@ -211,49 +211,42 @@ fn write(path: &Path, add: &[NewSource]) -> anyhow::Result<()> {
 }
 
 async fn list(config: &Config) -> anyhow::Result<()> {
-    let (health, counts) = if config.storage.exists() {
-        let store = Store::connect(&config.storage).await?;
-        let since = Utc::now() - chrono::Duration::days(7);
-        (
-            store.source_health().await?,
-            store.item_counts_since(since).await?,
-        )
-    } else {
-        Default::default()
+    let store = match config.storage.exists() {
+        true => Some(Store::connect(&config.storage).await?),
+        false => None,
     };
-    let now = Utc::now();
-    for s in &config.sources {
+    let when = |t: Option<chrono::DateTime<Utc>>| {
+        t.map_or("never".to_string(), |t| {
+            t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        })
+    };
+    for status in crate::sources::health::statuses(config, store.as_ref(), Utc::now()).await? {
+        let s = status.source;
         println!(
             "{} ({:?}, weight {}) {}",
             s.name, s.kind, s.weight, s.location
         );
-        let items = counts.get(&s.name).copied().unwrap_or(0);
-        match health.iter().find(|h| h.source == s.name) {
-            None => println!("    never fetched; {items} items in the last 7 days"),
-            Some(h) => {
-                let when = |t: Option<chrono::DateTime<Utc>>| {
-                    t.map_or("never".to_string(), |t| {
-                        t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-                    })
-                };
-                let next = match backoff::next_try(h.consecutive_failures, h.last_attempt_at) {
-                    Some(t) if t > now => format!("backed off until {}", when(Some(t))),
-                    _ => "next run".to_string(),
-                };
-                println!(
-                    "    last success {}, last attempt {}, {} failures in a row, next try: {next}; {items} items in the last 7 days",
-                    when(h.last_success_at),
-                    when(h.last_attempt_at),
-                    h.consecutive_failures
-                );
-                if let Some(e) = h
-                    .last_error
-                    .as_deref()
-                    .filter(|_| h.consecutive_failures > 0)
-                {
-                    println!("    last error: {e}");
-                }
-            }
+        let items = status.items_last_7_days;
+        let Some(h) = &status.health else {
+            println!("    never fetched; {items} items in the last 7 days");
+            continue;
+        };
+        let next = match status.backed_off_until {
+            Some(t) => format!("backed off until {}", when(Some(t))),
+            None => "next run".to_string(),
+        };
+        println!(
+            "    last success {}, last attempt {}, {} failures in a row, next try: {next}; {items} items in the last 7 days",
+            when(h.last_success_at),
+            when(h.last_attempt_at),
+            h.consecutive_failures
+        );
+        if let Some(e) = h
+            .last_error
+            .as_deref()
+            .filter(|_| h.consecutive_failures > 0)
+        {
+            println!("    last error: {e}");
         }
     }
     Ok(())

@@ -187,11 +187,8 @@ pub fn follows_after(
     add: &[String],
     remove: &[String],
 ) -> Result<Vec<String>, UsageError> {
-    let mut out = follows.to_vec();
-    for phrase in add {
-        out = crate::following::add(&out, phrase)
-            .map_err(|e| UsageError(format!("--follow: {e}")))?;
-    }
+    let mut out = crate::following::add_all(follows, add.iter().map(String::as_str))
+        .map_err(|e| UsageError(format!("--follow: {e}")))?;
     for phrase in remove {
         out = crate::following::remove(&out, phrase).ok_or_else(|| {
             UsageError(format!(

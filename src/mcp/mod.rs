@@ -417,11 +417,9 @@ impl Server {
         for l in args.layers.iter().flatten() {
             layers.insert(self.layer_arg(l)?);
         }
-        let mut follows = Vec::new();
-        for phrase in args.follow.iter().flatten() {
-            follows =
-                crate::following::add(&follows, phrase).map_err(|e| bad(format!("follow: {e}")))?;
-        }
+        let follows =
+            crate::following::add_all(&[], args.follow.iter().flatten().map(String::as_str))
+                .map_err(|e| bad(format!("follow: {e}")))?;
         let filter = Filter {
             layers,
             min_score: score_arg("min_score", args.min_score)?
@@ -538,23 +536,14 @@ impl Server {
         annotations(read_only_hint = true)
     )]
     async fn list_sources(&self) -> Result<CallToolResult, McpError> {
-        let now = chrono::Utc::now();
-        let health = self.store.source_health().await.map_err(failed)?;
-        let counts = self
-            .store
-            .item_counts_since(now - chrono::Duration::days(7))
-            .await
-            .map_err(failed)?;
-        let sources: Vec<Value> = self
-            .config
-            .sources
+        let statuses =
+            crate::sources::health::statuses(&self.config, Some(&self.store), chrono::Utc::now())
+                .await
+                .map_err(failed)?;
+        let sources: Vec<Value> = statuses
             .iter()
-            .map(|s| {
-                let h = health.iter().find(|h| h.source == s.name);
-                let failures = h.map_or(0, |h| h.consecutive_failures);
-                let backed_off_until = h
-                    .and_then(|h| crate::sources::backoff::next_try(failures, h.last_attempt_at))
-                    .filter(|t| *t > now);
+            .map(|status| {
+                let (s, h) = (status.source, status.health.as_ref());
                 json!({
                     "name": s.name,
                     "kind": format!("{:?}", s.kind).to_lowercase(),
@@ -562,14 +551,14 @@ impl Server {
                     "weight": s.weight,
                     "last_success_at": h.and_then(|h| h.last_success_at),
                     "last_attempt_at": h.and_then(|h| h.last_attempt_at),
-                    "consecutive_failures": failures,
-                    "backed_off_until": backed_off_until,
+                    "consecutive_failures": h.map_or(0, |h| h.consecutive_failures),
+                    "backed_off_until": status.backed_off_until,
                     // A transport error quotes the feed's URL, which may hold a credential.
                     "last_error": h
                         .filter(|h| h.consecutive_failures > 0)
                         .and_then(|h| h.last_error.as_deref())
                         .map(|e| crate::text::truncate_chars(&crate::redact::redact(e), ERROR_CHARS)),
-                    "items_last_7_days": counts.get(&s.name).copied().unwrap_or(0),
+                    "items_last_7_days": status.items_last_7_days,
                 })
             })
             .collect();

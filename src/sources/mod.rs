@@ -6,4 +6,5 @@ pub mod backoff;
 pub mod catalogue;
 pub mod config_file;
 pub mod discover;
+pub mod health;
 pub mod opml;

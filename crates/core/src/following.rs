@@ -104,6 +104,16 @@ pub fn add(follows: &[String], phrase: &str) -> Result<Vec<String>, Refusal> {
     Ok(out)
 }
 
+/// `follows` with each of `phrases` added in turn ([`add`]); the first refusal stops it.
+pub fn add_all<'p>(
+    follows: &[String],
+    phrases: impl IntoIterator<Item = &'p str>,
+) -> Result<Vec<String>, Refusal> {
+    phrases
+        .into_iter()
+        .try_fold(follows.to_vec(), |out, phrase| add(&out, phrase))
+}
+
 /// `follows` without `phrase` (ignoring case and quotes); None when it was not followed.
 pub fn remove(follows: &[String], phrase: &str) -> Option<Vec<String>> {
     let phrase = normalize(phrase).ok()?.to_lowercase();

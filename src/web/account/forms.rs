@@ -116,11 +116,8 @@ pub(in crate::web) fn form_follows(
     let Some(text) = fields.follows.as_deref() else {
         return Ok(None);
     };
-    let mut follows = Vec::new();
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        follows = crate::following::add(&follows, line)?;
-    }
-    Ok(Some(follows))
+    let lines = text.lines().filter(|l| !l.trim().is_empty());
+    crate::following::add_all(&[], lines).map(Some)
 }
 
 /// The cadence a form gives; `None` when it has no cadence field (an older form).
