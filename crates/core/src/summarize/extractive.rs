@@ -946,8 +946,18 @@ fn is_announcement(sentence: &str) -> bool {
     let tally = lower.starts_with("this release")
         && lower.contains(" commits")
         && lower.contains("contributor");
-    pleased || tally
+    pleased || tally || RELEASE_LEVEL_ONLY.is_match(lower)
 }
+
+/// A sentence that only says what kind of release it is ("CUTLASS 5.0 is a major release
+/// with breaking changes."): the lead says that already (主版本发布，6 项变化需处理), and
+/// the breaking changes are listed.
+static RELEASE_LEVEL_ONLY: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"^[\w .®-]{1,40}? v?\d[\w.]* is an? (?:major|minor|patch|bug[- ]?fix|maintenance|feature|point) release(?: with (?:breaking changes|bug fixes|many improvements))?[.!]?$",
+    )
+    .expect("valid regex")
+});
 
 fn is_boilerplate(line: &str) -> bool {
     let lower = line.to_ascii_lowercase();
@@ -1050,6 +1060,12 @@ mod tests {
             "This release adds FP8 GEMM kernels for sm_100a."
         ));
         assert!(!is_announcement("We announce a 2x faster scheduler."));
+        assert!(is_announcement(
+            "CUTLASS 5.0 is a major release with breaking changes."
+        ));
+        assert!(!is_announcement(
+            "CUTLASS 5.0 is a major release that adds CuTe DSL AOT compilation."
+        ));
         assert!(is_announcement(
             "Today, we\u{2019}re thrilled to announce Triton 3.6."
         ));
