@@ -305,9 +305,12 @@ impl RenderCache {
         Ok(r)
     }
 
-    /// Drops the renders of one date, both editions (its digest was regenerated).
+    /// Drops the renders of one date, both editions, and what was indexed of them (its
+    /// digest was regenerated): an index of the old digest would leave out a followed
+    /// phrase that only the new one is about.
     pub fn forget(&self, date: NaiveDate) {
         lock(&self.renders).retain(|key, _| key.0 != date);
+        lock(&self.indexes).retain(|key, _| key.0 != date);
     }
 
     /// How many distinct renders were made (for tests and the benchmark).

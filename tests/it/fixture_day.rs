@@ -242,6 +242,31 @@ async fn filtering_keeps_matching_events_and_rebuilds_the_sections() {
         news[0]
     );
     assert!(!a[0].contains("Tessera"));
+
+    // The day re-run: an earlier version of it had no Tessera. Once delivery forgets the
+    // date, the new version is indexed afresh and the follower gets the story.
+    let cache = kdigest::deliver::RenderCache::new(None);
+    let mut earlier = d.clone();
+    for section in [
+        &mut earlier.key_changes,
+        &mut earlier.papers,
+        &mut earlier.other_updates,
+    ] {
+        section.retain(|e| !e.title.starts_with("Tessera"));
+    }
+    let before = cache
+        .messages(&earlier, &quiet("tessera"), "en", webhook)
+        .unwrap();
+    assert!(!before[0].contains("Tessera"));
+    cache.forget(d.date);
+    let after = cache
+        .messages(&d, &quiet("tessera"), "en", webhook)
+        .unwrap();
+    assert!(
+        after[0].contains("\"followed\": \"tessera\""),
+        "the re-run's story reaches its follower: {:.300}",
+        after[0]
+    );
 }
 
 #[tokio::test]

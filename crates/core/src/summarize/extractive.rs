@@ -47,12 +47,32 @@ static CONTRIBUTION: LazyLock<Regex> = LazyLock::new(|| {
     .expect("valid regex")
 });
 
+/// A contribution sentence that leans on the one before it ("a runtime that combines the
+/// two", "to address this", "these limitations"): read alone, it names nothing.
+static BACK_REFERENCE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?i)\b(?:the (?:two|three|both|former|latter)|both of them|these (?:two|three|problems|challenges|limitations|issues|gaps|approaches|techniques|methods)|(?:this|that|such a?) (?:problem|challenge|limitation|issue|gap|trade-?off|tension|bottleneck)|address(?:es)? (?:this|that|these|them|it)\b|(?:combines|unifies|bridges|reconciles) (?:them|these|both))",
+    )
+    .expect("valid regex")
+});
+
 /// A paper's sentences from the one that says what it does: an abstract opens with the
 /// problem, and a reader scanning a digest wants the contribution first. All of them when
-/// no sentence says (or only a late one does: then the opening is the contribution).
-fn from_contribution(sentences: Vec<String>) -> Vec<String> {
+/// no sentence says (or only a late one does: then the opening is the contribution). When
+/// the contribution refers back ("combines the two") and the sentence it refers to fits
+/// beside it in `room` characters, that sentence comes first; when it does not, the
+/// contribution still leads: what the paper does matters more than its background.
+fn from_contribution(sentences: Vec<String>, room: usize) -> Vec<String> {
     match sentences.iter().position(|s| CONTRIBUTION.is_match(s)) {
-        Some(i) if i > 0 && i < 5 => sentences[i..].to_vec(),
+        Some(i) if i > 0 && i < 5 => {
+            let both = sentences[i - 1].chars().count() + 1 + sentences[i].chars().count();
+            let start = if BACK_REFERENCE.is_match(&sentences[i]) && both <= room {
+                i - 1
+            } else {
+                i
+            };
+            sentences[start..].to_vec()
+        }
         _ => sentences,
     }
 }
@@ -114,10 +134,7 @@ pub fn summarize_varied(
 ) -> EventText {
     let event = &candidate.event;
     let text = event.main_text();
-    let sentences = match event.primary().kind {
-        ItemKind::Paper => from_contribution(sentences(text)),
-        _ => sentences(text),
-    };
+    let sentences = sentences(text);
 
     // Breaking and behaviour changes are the first thing an engineer needs from release
     // notes: they always lead "why it matters", quoted and marked.
@@ -152,6 +169,10 @@ pub fn summarize_varied(
             quote_room(candidate, locale, all_changes.len(), budget)
         }
         _ => budget,
+    };
+    let sentences = match event.primary().kind {
+        ItemKind::Paper => from_contribution(sentences, room),
+        _ => sentences,
     };
     let mut used = 0;
     let mut summary = String::new();
@@ -1034,7 +1055,7 @@ mod tests {
             "We present TileFuse, a compiler that generates fused attention kernels.".to_string(),
             "TileFuse reaches 1,530 TFLOPS.".to_string(),
         ];
-        assert_eq!(from_contribution(abstract_.clone())[0], abstract_[2]);
+        assert_eq!(from_contribution(abstract_.clone(), 300)[0], abstract_[2]);
         for opening in [
             "In this paper, we propose X, a scheduler.",
             "Here we introduce X.",
@@ -1045,7 +1066,37 @@ mod tests {
         }
         assert!(!CONTRIBUTION.is_match("We find that kernels are slow."));
         let none = vec!["Kernels are slow.".to_string(), "X is fast.".to_string()];
-        assert_eq!(from_contribution(none.clone()), none);
+        assert_eq!(from_contribution(none.clone(), 300), none);
+        // A contribution that leans on the sentence before it keeps that sentence.
+        let leaning = vec![
+            "Serving is bound by CPU overhead.".to_string(),
+            "CUDA Graphs remove launch cost, while persistent kernels avoid launches.".to_string(),
+            "We present Tessera, a serving runtime that combines the two: graphs drive kernels."
+                .to_string(),
+            "Tessera is 1.42x faster.".to_string(),
+        ];
+        assert_eq!(
+            from_contribution(leaning.clone(), 300),
+            leaning[1..].to_vec()
+        );
+        // Without room for both, the contribution leads alone.
+        assert_eq!(
+            from_contribution(leaning.clone(), 100),
+            leaning[2..].to_vec()
+        );
+        for back in [
+            "To address these limitations, we propose X.",
+            "We present X, which bridges this gap.",
+            "We introduce X to address this.",
+        ] {
+            assert!(BACK_REFERENCE.is_match(back), "{back}");
+        }
+        for alone in [
+            "We present X, a compiler for two-CTA kernels.",
+            "We introduce X, this paper's scheduler for these GPUs.",
+        ] {
+            assert!(!BACK_REFERENCE.is_match(alone), "{alone}");
+        }
     }
 
     #[test]
