@@ -344,6 +344,14 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Demo { format, lang } => demo_command(config, format, lang.as_deref()).await,
         Command::Mcp => {
             let config = loaded();
+            // An assistant configured with a wrong path would otherwise be served a new,
+            // empty archive and answer every question with nothing.
+            if config.storage.url.is_none() && !config.storage.path.exists() {
+                anyhow::bail!(
+                    "No kdigest archive at storage.path = \"{}\": `kdigest mcp` serves the digests the daemon stored. Point --config (or storage.path) at the daemon's database, or run `kdigest run` once to make one",
+                    config.storage.path.display()
+                );
+            }
             let store = Store::connect(&config.storage).await?;
             crate::mcp::serve_stdio(store, std::sync::Arc::new(config)).await
         }

@@ -427,6 +427,22 @@ async fn an_assistant_queries_the_archive_over_http_with_its_token() {
     assert_eq!(huge.status(), 413, "bodies are bounded");
 }
 
+/// `kdigest mcp` pointed at a database that does not exist refuses to start, naming the
+/// path and the fix, and creates nothing: an assistant is never served an empty archive.
+#[test]
+fn mcp_over_stdio_refuses_a_missing_archive() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_file_config(dir.path(), "no-such.sqlite", "");
+    let out = crate::kdigest(&config, &["mcp"]).output().unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("No kdigest archive") && stderr.contains("no-such.sqlite"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("no-such.sqlite").exists());
+}
+
 /// `[web] mcp = true` without a usable token in the environment: the daemon does not
 /// start, and says which variable to set (never a value).
 #[test]
