@@ -400,9 +400,13 @@ async fn breaking_and_behaviour_changes_lead_why_it_matters_and_name_the_watch_i
     let event = |prefix: &str| titled(&d, prefix);
     // CUTLASS 5.0's notes have a "Breaking changes" section; PyTorch's "Backwards
     // Incompatible Changes"; Triton's "Breaking changes" after its bug fixes. A change in
-    // one plain shape is said in Chinese (gloss::change); a longer one is quoted.
+    // one plain shape is said in Chinese (gloss::change, CUTLASS's two requirements and
+    // the compilers that meet them included); a longer one is quoted.
     for (title, quoted) in [
-        ("CUTLASS 5.0.0", "「Requires CUDA Toolkit 13.0 or newer"),
+        (
+            "CUTLASS 5.0.0",
+            "需要 CUDA Toolkit 13.0 或更新版本，以及 C++20（GCC 11+、Clang 17+、MSVC 19.38+）。",
+        ),
         ("Triton v3.6.0", "不再支持 Python 3.9。"),
         (
             "PyTorch 2.10.0",

@@ -313,6 +313,10 @@ static CHANGES: LazyLock<Vec<(Regex, &'static str)>> = LazyLock::new(|| {
             "unsupported",
         ),
         (
+            r"(?:now )?requires? (?P<x>.{1,60}?) or (?:newer|later|above|higher) and (?P<y>[^()]{1,40}?)(?: \((?P<z>[^()]{1,80})\))?",
+            "requires_and",
+        ),
+        (
             r"(?:now )?requires? (?P<x>.{1,60}?) or (?:newer|later|above|higher)",
             "requires",
         ),
@@ -359,7 +363,7 @@ pub fn change(line: &str, t: &Locale) -> Option<String> {
     CHANGES.iter().find_map(|(shape, key)| {
         let c = shape.captures(line)?;
         let part = |name: &str| c.name(name).map_or("", |m| m.as_str().trim());
-        let (x, y) = (part("x"), part("y"));
+        let (x, y, z) = (part("x"), part("y"), part("z"));
         let x = x
             .strip_prefix("The ")
             .or_else(|| x.strip_prefix("the "))
@@ -370,7 +374,23 @@ pub fn change(line: &str, t: &Locale) -> Option<String> {
         if !is_name(x) || !(y.is_empty() || is_name(y) || !y.contains(' ')) {
             return None;
         }
-        Some(t.fill(&format!("change_{key}"), &[("x", x), ("y", y)]))
+        // "(GCC 11+, Clang 17+)": a list of names, or the line is quoted.
+        let names: Vec<&str> = z.split(", ").map(str::trim).collect();
+        if !z.is_empty() && !names.iter().all(|n| is_name(n)) {
+            return None;
+        }
+        let said = t.fill(&format!("change_{key}"), &[("x", x), ("y", y)]);
+        Some(if z.is_empty() {
+            said
+        } else {
+            t.fill(
+                "change_with_list",
+                &[
+                    ("said", &said),
+                    ("list", &names.join(t.get("list_separator"))),
+                ],
+            )
+        })
     })
 }
 
@@ -437,8 +457,22 @@ mod tests {
             ),
             None
         );
+        // Two requirements and the compilers that meet the second: one plain shape too.
         assert_eq!(
-            said("Requires CUDA Toolkit 13.0 or newer and C++20 (GCC 11+, Clang 17+)."),
+            said("Requires CUDA Toolkit 13.0 or newer and C++20 (GCC 11+, Clang 17+).").as_deref(),
+            Some("需要 CUDA Toolkit 13.0 或更新版本，以及 C++20（GCC 11+、Clang 17+）")
+        );
+        assert_eq!(
+            change(
+                "Requires CUDA Toolkit 13.0 or newer and C++20",
+                &Locale::builtin("en")
+            )
+            .as_deref(),
+            Some("requires CUDA Toolkit 13.0 or newer and C++20")
+        );
+        // A parenthesis that is not a list of names is not said half in Chinese.
+        assert_eq!(
+            said("Requires CUDA 13.0 or newer and C++20 (see the migration guide for details)"),
             None
         );
     }
