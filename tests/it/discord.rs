@@ -407,6 +407,20 @@ async fn a_global_429_holds_back_every_webhook_for_its_retry_after() {
     );
 }
 
+/// The subscription of a Discord channel, which the test has made.
+async fn channel_subscriber(
+    store: &kdigest::store::Store,
+    channel: u64,
+) -> kdigest::subscriber::Subscriber {
+    store
+        .subscriber_by_address(&Address::Discord(
+            kdigest::channels::discord::Target::Channel(channel),
+        ))
+        .await
+        .unwrap()
+        .expect("the channel is subscribed")
+}
+
 fn signing_key() -> SigningKey {
     SigningKey::from_bytes(&[7u8; 32])
 }
@@ -446,7 +460,11 @@ async fn the_interactions_endpoint_verifies_signatures_and_runs_the_shared_comma
     let key = signing_key();
     let public = kdigest::parse::hex(key.verifying_key().as_bytes());
     let app = TestApp::builder()
-        .toml(&format!("[discord]\npublic_key = \"{public}\"\n"))
+        // No /digest cooldown: the channel asks twice (the cooldown is the Telegram
+        // tests' and the shared handler's).
+        .toml(&format!(
+            "[discord]\npublic_key = \"{public}\"\n[telegram]\ndigest_cooldown_secs = 0\n"
+        ))
         .build()
         .await;
     let config = &app.config;
@@ -542,13 +560,7 @@ async fn the_interactions_endpoint_verifies_signatures_and_runs_the_shared_comma
             .starts_with("已订阅"),
         "{ok}"
     );
-    let s = store
-        .subscriber_by_address(&Address::Discord(
-            kdigest::channels::discord::Target::Channel(channel),
-        ))
-        .await
-        .unwrap()
-        .unwrap();
+    let s = channel_subscriber(store, channel).await;
     assert_eq!(
         s.filter.layers.iter().cloned().collect::<Vec<_>>(),
         vec!["runtime"]
@@ -652,6 +664,53 @@ async fn the_interactions_endpoint_verifies_signatures_and_runs_the_shared_comma
     assert_eq!(
         store.tally(&event).await.unwrap(),
         kdigest::feedback::Tally { up: 2, down: 0 }
+    );
+
+    // /follow through the endpoint: only admins change the channel's follows; a followed
+    // paper outside the channel's filter (ShapeTrace: frontend, not runtime) then reaches
+    // it, marked ★; /unfollow of a phrase not followed answers with the list.
+    let phrase = |value: &str| json!([{"type": 3, "name": "phrase", "value": value}]);
+    let answer = |body: Value| {
+        let sent = send(body, key.clone());
+        async move { sent.await.unwrap().json::<Value>().await.unwrap() }
+    };
+    let refused = answer(interaction("follow", phrase("ShapeTrace"), "0")).await;
+    assert_eq!(
+        refused["data"]["content"],
+        "只有本群管理员可以修改本群的订阅。"
+    );
+    let followed = answer(interaction("follow", phrase("ShapeTrace"), "2147483647")).await;
+    assert_eq!(followed["data"]["flags"], 64, "{followed}");
+    // Quoted as a reader would type it back (/unfollow "…").
+    assert_eq!(
+        followed["data"]["content"], "关注：\"ShapeTrace\"",
+        "{followed}"
+    );
+    let s = channel_subscriber(store, channel).await;
+    assert_eq!(s.filter.follows, vec!["ShapeTrace".to_string()]);
+    let digest = answer(interaction(
+        "digest",
+        json!([{"type": 3, "name": "date", "value": "2026-10-28"}]),
+        "0",
+    ))
+    .await;
+    let text = serde_json::to_string(&digest["data"]["embeds"]).unwrap();
+    assert!(
+        text.contains("★ ShapeTrace") && text.contains("Tessera"),
+        "the followed paper joins the channel's own: {text:.600}"
+    );
+    let not_followed = answer(interaction("unfollow", phrase("nope"), "2147483647")).await;
+    assert_eq!(
+        not_followed["data"]["content"],
+        "未关注“nope”。已关注：\"ShapeTrace\""
+    );
+    let unfollowed = answer(interaction("unfollow", phrase("shapetrace"), "2147483647")).await;
+    assert!(
+        unfollowed["data"]["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("关注：暂无"),
+        "{unfollowed}"
     );
 }
 
