@@ -24,6 +24,41 @@ pub mod feedback;
 pub mod pages;
 pub mod team;
 
+/// The rate-limit key of a client: its IPv4 address, or the /64 of an IPv6 address (one
+/// host usually has a whole /64 to rotate through).
+pub fn client_key(ip: std::net::IpAddr) -> std::net::IpAddr {
+    match ip {
+        std::net::IpAddr::V4(_) => ip,
+        std::net::IpAddr::V6(v6) => {
+            let mut octets = v6.octets();
+            octets[8..].fill(0);
+            std::net::IpAddr::V6(octets.into())
+        }
+    }
+}
+
+/// A client's address: the socket peer, or behind a trusted reverse proxy
+/// (`[signup] trust_forwarded_for`) the last X-Forwarded-For entry (the one the proxy added;
+/// earlier ones are client-supplied). When that entry does not parse, the peer: never an
+/// earlier, client-chosen entry.
+pub fn client_ip(
+    peer: std::net::SocketAddr,
+    headers: &axum::http::HeaderMap,
+    trust_forwarded_for: bool,
+) -> std::net::IpAddr {
+    if !trust_forwarded_for {
+        return peer.ip();
+    }
+    headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .next_back()
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.rsplit(',').next())
+        .and_then(|v| v.trim().parse::<std::net::IpAddr>().ok())
+        .unwrap_or(peer.ip())
+}
+
 /// What the web server serves besides health and metrics; each part is optional.
 #[derive(Default, Clone)]
 pub struct Services {

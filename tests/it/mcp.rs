@@ -425,6 +425,37 @@ async fn an_assistant_queries_the_archive_over_http_with_its_token() {
         .await
         .unwrap();
     assert_eq!(huge.status(), 413, "bodies are bounded");
+
+    // One address may make REQUESTS_PER_MINUTE requests a minute, wrong tokens included:
+    // a loop is answered 429 with Retry-After before its token is read.
+    let limit = kdigest::mcp::http::REQUESTS_PER_MINUTE as usize;
+    let mut statuses = Vec::new();
+    for _ in 0..=limit {
+        let r = post(initialize.to_string(), Some("guess"), None)
+            .await
+            .unwrap();
+        statuses.push(r.status().as_u16());
+        if r.status() == 429 {
+            let wait: u64 = r.headers()["retry-after"]
+                .to_str()
+                .unwrap()
+                .parse()
+                .unwrap();
+            assert!((1..=60).contains(&wait), "{wait}");
+            let says = r.text().await.unwrap();
+            assert!(
+                says.contains(&format!("at most {limit} a minute")),
+                "{says}"
+            );
+            break;
+        }
+    }
+    assert_eq!(statuses.last(), Some(&429), "{statuses:?}");
+    assert!(statuses[..statuses.len() - 1].iter().all(|s| *s == 401));
+    let held = post(initialize.to_string(), Some(token), None)
+        .await
+        .unwrap();
+    assert_eq!(held.status(), 429, "the address is held whatever its token");
 }
 
 /// `kdigest mcp` pointed at a database that does not exist refuses to start, naming the

@@ -2,7 +2,6 @@
 //! sign-up limits count by.
 
 use std::collections::BTreeSet;
-use std::net::IpAddr;
 
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -11,18 +10,7 @@ use serde::Deserialize;
 use super::*;
 use crate::model::{Filter, Score};
 
-/// The rate-limit key of a client: its IPv4 address, or the /64 of an IPv6 address (one
-/// host usually has a whole /64 to rotate through).
-pub(in crate::web) fn client_key(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V4(_) => ip,
-        IpAddr::V6(v6) => {
-            let mut octets = v6.octets();
-            octets[8..].fill(0);
-            IpAddr::V6(octets.into())
-        }
-    }
-}
+pub(in crate::web) use crate::web::client_key;
 
 /// An account page: never stored by caches (it can show an address).
 pub(in crate::web) fn html(status: StatusCode, body: String) -> Response {

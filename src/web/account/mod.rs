@@ -398,20 +398,8 @@ impl Account {
         )
     }
 
-    /// The client's address: the socket peer, or behind a trusted reverse proxy the last
-    /// X-Forwarded-For entry (the one the proxy added; earlier ones are client-supplied).
-    /// When that entry does not parse, the peer: never an earlier, client-chosen entry.
+    /// The client's address (`web::client_ip`).
     pub(super) fn client_ip(&self, peer: SocketAddr, headers: &HeaderMap) -> IpAddr {
-        if !self.trust_forwarded_for {
-            return peer.ip();
-        }
-        headers
-            .get_all("x-forwarded-for")
-            .iter()
-            .next_back()
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.rsplit(',').next())
-            .and_then(|v| v.trim().parse::<IpAddr>().ok())
-            .unwrap_or(peer.ip())
+        crate::web::client_ip(peer, headers, self.trust_forwarded_for)
     }
 }
