@@ -236,7 +236,10 @@ impl Store {
 
     /// A sign-up from the web form, in one transaction. A new or still pending address
     /// becomes (or stays) pending with the filter and language given; an address turned off
-    /// after a bounce may opt in again. Active or paused subscribers are left as they are.
+    /// after a bounce may opt in again, with the layers, threshold and language of the form
+    /// and what only the preferences page sets (followed phrases, delivery hour, cadence,
+    /// layer boost) kept from before: the same mailbox, confirmed again by its owner.
+    /// Active or paused subscribers are left as they are.
     /// Pending sign-ups older than `stale_before` are removed first: their links expired.
     pub async fn signup(
         &self,

@@ -986,26 +986,32 @@ fn is_instruction(sentence: &str) -> bool {
 /// PyTorch 2.9", "This release is composed of 3161 commits from 536 contributors"): the title
 /// already names the release, and the reader learns nothing from the ceremony.
 fn is_announcement(sentence: &str) -> bool {
+    // Every sentence of every summary passes here (both languages): no allocation beyond
+    // the lower-case copy, and the regex only for a sentence that says "release".
     let lower = sentence.to_ascii_lowercase().replace('\u{2019}', "'");
     let lower = lower.strip_prefix("today, ").unwrap_or(&lower);
-    let pleased = [
-        "excited",
-        "pleased",
-        "happy",
-        "thrilled",
-        "proud",
-        "delighted",
-    ]
-    .iter()
-    .any(|w| {
-        ["we are ", "we're ", "i am ", "i'm "]
+    let pleased = ["we are ", "we're ", "i am ", "i'm "]
+        .iter()
+        .filter_map(|who| lower.strip_prefix(who))
+        .any(|rest| {
+            [
+                "excited",
+                "pleased",
+                "happy",
+                "thrilled",
+                "proud",
+                "delighted",
+            ]
             .iter()
-            .any(|who| lower.starts_with(&format!("{who}{w} to announce")))
-    });
+            .any(|w| {
+                rest.strip_prefix(w)
+                    .is_some_and(|r| r.starts_with(" to announce"))
+            })
+        });
     let tally = lower.starts_with("this release")
         && lower.contains(" commits")
         && lower.contains("contributor");
-    pleased || tally || RELEASE_LEVEL_ONLY.is_match(lower)
+    pleased || tally || (lower.contains(" release") && RELEASE_LEVEL_ONLY.is_match(lower))
 }
 
 /// A sentence that only says what kind of release it is ("CUTLASS 5.0 is a major release
