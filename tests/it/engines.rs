@@ -752,8 +752,9 @@ async fn the_archive_finds_english_and_chinese_terms_layers_and_appearances(stor
     assert!(search("100%_").await.is_empty());
     assert!(search("").await.is_empty());
 
-    // Chinese words in a translation: a three-character term through the trigram index, a
-    // two-character one (too short for it) too, and both together.
+    // Chinese words in a translation: a longer term through the trigram index, a
+    // two-character one (too short for it) too, and both together. ("编译器" alone is not
+    // this event's: a paper's Chinese lead says 提出编译器 TileFuse.)
     let key = digest.key_changes[0].id.clone();
     digest.key_changes[0].translations.insert(
         "zh-CN".into(),
@@ -763,7 +764,7 @@ async fn the_archive_finds_english_and_chinese_terms_layers_and_appearances(stor
         },
     );
     store.save_digest(&digest, Utc::now()).await.unwrap();
-    assert_eq!(ids(&search("编译器").await), std::slice::from_ref(&key));
+    assert_eq!(ids(&search("矩阵乘法").await), std::slice::from_ref(&key));
     assert_eq!(ids(&search("后端").await), std::slice::from_ref(&key));
     assert_eq!(
         ids(&search("乘法 编译器后端").await),
