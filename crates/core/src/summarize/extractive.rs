@@ -67,14 +67,14 @@ static PRESENTS: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 /// The name and the `thing_*` key of what a paper presents, read from its contribution
-/// sentence among the first five.
-fn presented(text: &str) -> Option<(String, String)> {
-    sentences(text)
-        .into_iter()
+/// sentence among its first five `sentences`.
+fn presented(sentences: &[String]) -> Option<(String, String)> {
+    sentences
+        .iter()
         .take(5)
         .filter(|s| CONTRIBUTION.is_match(s))
         .find_map(|s| {
-            let c = PRESENTS.captures(&s)?;
+            let c = PRESENTS.captures(s)?;
             Some((
                 c["name"].to_string(),
                 format!("thing_{}", c["what"].to_lowercase()),
@@ -190,12 +190,12 @@ pub fn summarize_varied(
     let quoted_elsewhere = |s: &str| changes.iter().any(|c| c.contains(s) || s.contains(c));
     // Whole sentences up to the room the summary has: all of it in the reader's language,
     // what the lead leaves when the source is quoted (so the quote does not end mid-clause).
-    let room = match sentences.first() {
-        Some(first) if !in_reader_script(first, locale) => {
-            quote_room(candidate, locale, all_changes.len(), budget)
-        }
-        _ => budget,
-    };
+    // Built once, from the sentences as written (what a paper presents is read from them).
+    let mut lead = sentences
+        .first()
+        .filter(|first| !in_reader_script(first, locale))
+        .map(|_| QuotedLead::new(candidate, locale, all_changes.len(), &sentences));
+    let room = lead.as_ref().map_or(budget, |l| l.room(budget));
     let sentences = match event.primary().kind {
         ItemKind::Paper => from_contribution(sentences, room),
         _ => sentences,
@@ -227,7 +227,10 @@ pub fn summarize_varied(
     let summary = if in_reader_script(&extract, locale) {
         extract.clone()
     } else {
-        quoted_summary(candidate, locale, &extract, all_changes.len(), budget)
+        let lead = lead.get_or_insert_with(|| {
+            QuotedLead::new(candidate, locale, all_changes.len(), &sentences)
+        });
+        lead.fill(&truncate_chars(&extract, lead.room(budget)))
     };
     let cues: Vec<&String> = sentences[used.min(sentences.len())..]
         .iter()
@@ -603,65 +606,73 @@ fn in_reader_script(text: &str, locale: &Locale) -> bool {
 
 /// The summary for a reader of another language than the source: a lead in the reader's
 /// language that says what the event is (its kind, its source, how many changes it asks
-/// for), then the source's own sentences, quoted.
-fn quoted_summary(
-    candidate: &Candidate,
-    locale: &Locale,
-    extract: &str,
-    changes: usize,
-    budget: usize,
-) -> String {
-    let quote = truncate_chars(extract, quote_room(candidate, locale, changes, budget));
-    fill_quoted_summary(candidate, locale, changes, &quote)
+/// for, what a paper presents), then the source's own sentences, quoted.
+struct QuotedLead<'a> {
+    locale: &'a Locale,
+    key: &'static str,
+    kind: String,
+    source: &'a str,
+    changes: String,
+    presents: String,
 }
 
-/// The characters left for the quote once the lead ("主版本发布，6 项变化需处理。发布说明摘录：")
-/// has taken its share of the budget: the quote gets the rest and always closes.
-fn quote_room(candidate: &Candidate, locale: &Locale, changes: usize, budget: usize) -> usize {
-    let lead = fill_quoted_summary(candidate, locale, changes, "")
-        .chars()
-        .count();
-    budget.saturating_sub(lead).max(60)
-}
+impl<'a> QuotedLead<'a> {
+    fn new(
+        candidate: &'a Candidate,
+        locale: &'a Locale,
+        changes: usize,
+        sentences: &[String],
+    ) -> QuotedLead<'a> {
+        let primary = candidate.event.primary();
+        let key = match primary.kind {
+            ItemKind::Release => "summary_quoted_release",
+            ItemKind::Paper => "summary_quoted_paper",
+            ItemKind::Post => "summary_quoted_post",
+        };
+        let changes = if changes > 0 {
+            locale.fill("summary_changes", &[("n", &changes.to_string())])
+        } else {
+            String::new()
+        };
+        // "arXiv 新论文，提出编译器 TileFuse": what the paper is, in the reader's language,
+        // before its words are quoted.
+        let presents = match primary.kind {
+            ItemKind::Paper => presented(sentences).map(|(name, what)| {
+                locale.fill(
+                    "paper_presents",
+                    &[("what", locale.get(&what)), ("name", &name)],
+                )
+            }),
+            _ => None,
+        };
+        QuotedLead {
+            locale,
+            key,
+            kind: locale.get(&kind_key(candidate)).to_string(),
+            source: &primary.source,
+            changes,
+            presents: presents.unwrap_or_default(),
+        }
+    }
 
-fn fill_quoted_summary(
-    candidate: &Candidate,
-    locale: &Locale,
-    changes: usize,
-    quote: &str,
-) -> String {
-    let primary = candidate.event.primary();
-    let key = match primary.kind {
-        ItemKind::Release => "summary_quoted_release",
-        ItemKind::Paper => "summary_quoted_paper",
-        ItemKind::Post => "summary_quoted_post",
-    };
-    let changes = if changes > 0 {
-        locale.fill("summary_changes", &[("n", &changes.to_string())])
-    } else {
-        String::new()
-    };
-    // "arXiv 新论文，提出编译器 TileFuse": what the paper is, in the reader's language,
-    // before its words are quoted.
-    let presents = match primary.kind {
-        ItemKind::Paper => presented(candidate.event.main_text()).map(|(name, what)| {
-            locale.fill(
-                "paper_presents",
-                &[("what", locale.get(&what)), ("name", &name)],
-            )
-        }),
-        _ => None,
-    };
-    locale.fill(
-        key,
-        &[
-            ("kind", locale.get(&kind_key(candidate))),
-            ("source", &primary.source),
-            ("changes", &changes),
-            ("presents", presents.as_deref().unwrap_or("")),
-            ("quote", &locale.fill("quote", &[("text", quote)])),
-        ],
-    )
+    fn fill(&self, quote: &str) -> String {
+        self.locale.fill(
+            self.key,
+            &[
+                ("kind", &self.kind),
+                ("source", self.source),
+                ("changes", &self.changes),
+                ("presents", &self.presents),
+                ("quote", &self.locale.fill("quote", &[("text", quote)])),
+            ],
+        )
+    }
+
+    /// The characters left for the quote once the lead ("主版本发布，6 项变化需处理。发布说明
+    /// 摘录：") has taken its share of the budget: the quote gets the rest and always closes.
+    fn room(&self, budget: usize) -> usize {
+        budget.saturating_sub(self.fill("").chars().count()).max(60)
+    }
 }
 
 /// The locale key naming the event's kind ("主版本发布", "A new paper").
@@ -1095,7 +1106,7 @@ mod tests {
     fn what_a_paper_presents_is_named_by_its_kind() {
         let abstract_ = "Kernels are written by hand. We present TileFuse, a compiler that generates fused attention kernels. It is fast.";
         assert_eq!(
-            presented(abstract_),
+            presented(&sentences(abstract_)),
             Some(("TileFuse".into(), "thing_compiler".into()))
         );
         for (text, expected) in [
@@ -1117,7 +1128,7 @@ mod tests {
             ("We find that X, a compiler, is slow.", None),
         ] {
             assert_eq!(
-                presented(text),
+                presented(&sentences(text)),
                 expected.map(|(n, w)| (n.to_string(), w.to_string())),
                 "{text}"
             );
