@@ -25,6 +25,20 @@ pub struct ReleaseNotes {
     pub correctness: Vec<String>,
     /// Lines under "Bug fixes" and the like.
     pub fixes: Vec<String>,
+    /// The parts of the project the notes are organised by ("CuTe DSL", "NVIDIA backend",
+    /// "New Features"), each with its number of lines, in order: the headings of sections
+    /// that are neither breaking changes, deprecations nor fixes, without the release's
+    /// own title ("CUTLASS 5.0.0") and the headings that sort nothing ("Highlights",
+    /// "What's Changed"). Empty sections are left out.
+    pub areas: Vec<Area>,
+}
+
+/// One part of a project a release's notes report on: a section heading as the notes
+/// wrote it, and how many lines stand under it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Area {
+    pub heading: String,
+    pub lines: usize,
 }
 
 impl ReleaseNotes {
@@ -125,6 +139,8 @@ fn changes_behaviour(sentence: &str, in_fixes: bool) -> bool {
 pub fn read(text: &str) -> ReleaseNotes {
     let mut notes = ReleaseNotes::default();
     let mut section = Section::Other;
+    // Whether the lines now read stand under the last of `notes.areas`.
+    let mut area_open = false;
     for raw in text.lines() {
         let line = raw.trim().trim_start_matches(['-', '*', '•']).trim();
         if line.is_empty() {
@@ -132,11 +148,22 @@ pub fn read(text: &str) -> ReleaseNotes {
         }
         if is_heading(line) {
             section = classify(line);
+            area_open = matches!(section, Section::Other | Section::Performance) && is_area(line);
+            if area_open {
+                notes.areas.push(Area {
+                    heading: line.to_string(),
+                    lines: 0,
+                });
+            }
             continue;
         }
         if is_closing(line) {
             section = Section::Other;
+            area_open = false;
             continue;
+        }
+        if area_open && let Some(area) = notes.areas.last_mut() {
+            area.lines += 1;
         }
         for sentence in sentences(line) {
             if CORRECTNESS.is_match(sentence) {
@@ -169,7 +196,34 @@ pub fn read(text: &str) -> ReleaseNotes {
             }
         }
     }
+    notes.areas.retain(|a| a.lines > 0);
     notes
+}
+
+/// Whether a heading names a part of the project: not the release's own title (it holds a
+/// version, "CUTLASS 5.0.0", or says "release") and not one that sorts nothing.
+fn is_area(heading: &str) -> bool {
+    static VERSION: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r"\d+\.\d+").expect("valid regex"));
+    let h = heading.to_ascii_lowercase();
+    let h = h.trim_end_matches([':', '!']).trim();
+    !VERSION.is_match(h)
+        && !h.contains("release")
+        && !matches!(
+            h,
+            "highlights"
+                | "key highlights"
+                | "major highlights"
+                | "what's changed"
+                | "what’s changed"
+                | "changelog"
+                | "changes"
+                | "summary"
+                | "overview"
+                | "notes"
+                | "tl;dr"
+                | "contributors"
+        )
 }
 
 fn is_heading(line: &str) -> bool {
@@ -271,6 +325,28 @@ mod tests {
             ]
         );
         assert!(n.deprecations.is_empty());
+    }
+
+    #[test]
+    fn areas_are_the_sections_that_sort_the_notes_by_part_of_the_project() {
+        let area = |heading: &str, lines: usize| Area {
+            heading: heading.to_string(),
+            lines,
+        };
+        // Highlights sorts nothing; fixes and breaking changes are counted apart.
+        assert_eq!(read(TRITON).areas, [area("Compiler", 1)]);
+        // The release's own title is no area.
+        assert_eq!(read(PYTORCH).areas, [area("Performance", 1)]);
+        let cutlass = read(
+            "CUTLASS 5.0.0\nCUTLASS 5.0 is a major release.\nCuTe DSL\nCuTe DSL is out of beta.\nNew cutlass.pipeline abstractions.\nBlackwell SM100 kernels\nNVFP4 GEMM: up to 1.6x over cuBLAS.\nBreaking changes\nRequires CUDA 13.0.\nWhat's Changed\nBump version (#1)\nThanks to everyone.",
+        );
+        assert_eq!(
+            cutlass.areas,
+            [area("CuTe DSL", 2), area("Blackwell SM100 kernels", 1)]
+        );
+        // Notes without headings have no areas; neither has a heading with nothing under it.
+        assert!(read("Faster autotuning.\nFixed a crash.").areas.is_empty());
+        assert!(read("Compiler\nRuntime\nA line.").areas == [area("Runtime", 1)]);
     }
 
     #[test]

@@ -21,6 +21,7 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
+use super::gloss;
 use crate::digest::Candidate;
 use crate::locale::Locale;
 use crate::model::{EventText, ItemKind, ReleaseLevel};
@@ -613,6 +614,9 @@ struct QuotedLead<'a> {
     kind: String,
     source: &'a str,
     changes: String,
+    /// "；更新涉及 CuTe DSL（5 条）、Blackwell SM100 内核（4 条）": where a release's
+    /// notes put their work, in the reader's language.
+    areas: String,
     presents: String,
 }
 
@@ -645,12 +649,17 @@ impl<'a> QuotedLead<'a> {
             }),
             _ => None,
         };
+        let areas = match (primary.kind, &candidate.assessment.notes) {
+            (ItemKind::Release, Some(notes)) => areas(notes, locale, candidate),
+            _ => String::new(),
+        };
         QuotedLead {
             locale,
             key,
             kind: locale.get(&kind_key(candidate)).to_string(),
             source: &primary.source,
             changes,
+            areas,
             presents: presents.unwrap_or_default(),
         }
     }
@@ -662,6 +671,7 @@ impl<'a> QuotedLead<'a> {
                 ("kind", &self.kind),
                 ("source", self.source),
                 ("changes", &self.changes),
+                ("areas", &self.areas),
                 ("presents", &self.presents),
                 ("quote", &self.locale.fill("quote", &[("text", quote)])),
             ],
@@ -673,6 +683,39 @@ impl<'a> QuotedLead<'a> {
     fn room(&self, budget: usize) -> usize {
         budget.saturating_sub(self.fill("").chars().count()).max(60)
     }
+}
+
+/// Areas said at most, in the notes' order; more are "等".
+const MAX_AREAS: usize = 3;
+
+/// The parts of the project a release's notes report on, in the reader's language, with
+/// their number of lines ("；更新涉及 CuTe DSL（5 条）、Blackwell SM100 内核（4 条）"). Only
+/// headings [`gloss::area`] can say without English words but names; empty when none can.
+fn areas(notes: &release_notes::ReleaseNotes, locale: &Locale, candidate: &Candidate) -> String {
+    let text = candidate.event.main_text();
+    let known = &candidate.classification.keywords;
+    let said: Vec<String> = notes
+        .areas
+        .iter()
+        .filter_map(|a| {
+            let area = gloss::area(&a.heading, locale, text, known)?;
+            Some(locale.fill(
+                "area_lines",
+                &[("area", &area), ("n", &a.lines.to_string())],
+            ))
+        })
+        .collect();
+    if said.is_empty() {
+        return String::new();
+    }
+    let mut list = said[..said.len().min(MAX_AREAS)].join(locale.get("list_separator"));
+    if said.len() > MAX_AREAS {
+        list.push_str(locale.get("areas_more"));
+    }
+    // "更新涉及 编译器": the template's space before the list stays only beside a name.
+    let template = locale.get("summary_areas");
+    let (before, after) = template.split_once("{list}").unwrap_or((template, ""));
+    format!("{}{after}", gloss::join_words(before.trim_end(), &list))
 }
 
 /// The locale key naming the event's kind ("主版本发布", "A new paper").

@@ -394,6 +394,91 @@ pub fn change(line: &str, t: &Locale) -> Option<String> {
     })
 }
 
+/// A release-note section heading in the reader's language: each word that the locale
+/// glosses (`area_<word>`: "compiler" -> 编译器, "backend" -> 后端) is said in it, every
+/// other word must be a name or code, which stays as written ("NVIDIA backend" -> NVIDIA
+/// 后端, "Blackwell SM100 kernels" -> Blackwell SM100 内核). None when a word is neither
+/// (the heading would stay English), or when one sorts nothing ("Other changes").
+///
+/// A heading capitalises its first word whatever it is, so a word spelled like
+/// "Regressions" or "Blackwell" is a name only when the notes (`text`) capitalise it
+/// inside a sentence too ("the NVIDIA Blackwell backends"), or when it is one of the
+/// field's phrases the event matched (`known`, lower-case: "blackwell", "inductor").
+pub fn area(heading: &str, t: &Locale, text: &str, known: &[String]) -> Option<String> {
+    let heading = heading.trim().trim_end_matches(':').trim();
+    let mut said = String::new();
+    for word in heading.split_whitespace() {
+        let key = format!("area_{}", word.to_lowercase());
+        let piece = if t.has(&key) {
+            t.get(&key)
+        } else if is_code_or_acronym(word) || written_as_name(word, text, known) {
+            word
+        } else {
+            return None;
+        };
+        if piece.is_empty() {
+            return None;
+        }
+        said = join_words(&said, piece);
+    }
+    (!said.is_empty()).then_some(said)
+}
+
+/// "SM100", "CuTe", "NVIDIA", "torch.compile": a capital after the first letter, or a
+/// digit or code character.
+fn is_code_or_acronym(word: &str) -> bool {
+    word.chars().skip(1).any(|c| c.is_uppercase())
+        || word.contains(|c: char| c.is_ascii_digit() || "._=()`+-".contains(c))
+}
+
+/// Whether a capitalised `word` of a heading is a name: the notes (`text`) never write it
+/// in lower case ("benchmark", "regressions" are words), and they either capitalise it
+/// inside a sentence ("the NVIDIA Blackwell backends") or it is one of the field's phrases
+/// the event matched (`known`, lower-case: "blackwell", "inductor").
+fn written_as_name(word: &str, text: &str, known: &[String]) -> bool {
+    let lower = word.to_lowercase();
+    if !word.starts_with(|c: char| c.is_uppercase()) || whole_words(text, &lower).next().is_some() {
+        return false;
+    }
+    known.contains(&lower)
+        || whole_words(text, word).any(|at| {
+            // After a word or a comma: not a line's or a sentence's first word, nor a list
+            // item's after its bullet.
+            text[..at]
+                .trim_end_matches(' ')
+                .chars()
+                .last()
+                .is_some_and(|c| c.is_alphanumeric() || c == ',')
+                && text[..at].ends_with(' ')
+        })
+}
+
+/// Where `text` holds `word` as a whole word.
+fn whole_words<'a>(text: &'a str, word: &'a str) -> impl Iterator<Item = usize> + 'a {
+    text.match_indices(word)
+        .map(|(at, _)| at)
+        .filter(move |&at| {
+            let end = at + word.len();
+            !text[..at].ends_with(|c: char| c.is_alphanumeric())
+                && !text[end..].starts_with(|c: char| c.is_alphanumeric())
+        })
+}
+
+/// `a` and `b` as one phrase: a space between them, except where both sides are Chinese
+/// ("编译器" + "改进" -> 编译器改进, "NVIDIA" + "后端" -> NVIDIA 后端).
+pub fn join_words(a: &str, b: &str) -> String {
+    let cjk = |c: Option<char>| {
+        c.is_some_and(|c| matches!(c, '\u{3000}'..='\u{9fff}' | '\u{ff00}'..='\u{ffef}'))
+    };
+    if a.is_empty() {
+        b.to_string()
+    } else if cjk(a.chars().last()) && cjk(b.chars().next()) {
+        format!("{a}{b}")
+    } else {
+        format!("{a} {b}")
+    }
+}
+
 /// Every word a name or code: capitalised, or holding a digit, a dot, an underscore, a
 /// bracket or `=`; at most six words, one clause.
 fn is_name(part: &str) -> bool {
@@ -411,6 +496,42 @@ fn is_name(part: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn section_headings_are_said_in_chinese_with_names_as_written() {
+        let zh = Locale::builtin("zh-CN");
+        let en = Locale::builtin("en");
+        let notes = "The NVIDIA Blackwell backends are complete. CuTe DSL is out of beta.\nRegressions fixed. Fix a regression in Inductor, the benchmark runs.\n- Add fp8 support";
+        let known = ["hopper".to_string()];
+        let area = |h: &str| area(h, &zh, notes, &known);
+        assert_eq!(area("Compiler").as_deref(), Some("编译器"));
+        assert_eq!(area("New Features").as_deref(), Some("新功能"));
+        assert_eq!(area("NVIDIA backend").as_deref(), Some("NVIDIA 后端"));
+        assert_eq!(
+            area("Blackwell SM100 kernels").as_deref(),
+            Some("Blackwell SM100 内核")
+        );
+        assert_eq!(area("CuTe DSL").as_deref(), Some("CuTe DSL"));
+        assert_eq!(
+            area("Frontend and compiler:").as_deref(),
+            Some("前端与编译器")
+        );
+        // A word that is neither glossed nor a name keeps the heading out; so does "other".
+        assert_eq!(area("Support for ROCm"), None);
+        assert_eq!(area("Other changes"), None);
+        // A capitalised word is a name when the notes write it so inside a sentence.
+        assert_eq!(area("Inductor").as_deref(), Some("Inductor"));
+        assert_eq!(area("Regressions"), None);
+        assert_eq!(area("Hopper kernels").as_deref(), Some("Hopper 内核"));
+        // A list item taken for a heading: its verb is capitalised only as a first word.
+        assert_eq!(area("Add fp8 support"), None);
+        // A field phrase the notes write in lower case is a word, not a name.
+        assert_eq!(area("Benchmark updates").as_deref(), Some("基准测试更新"));
+        assert_eq!(
+            super::area("NVIDIA backend", &en, notes, &known).as_deref(),
+            Some("NVIDIA backend")
+        );
+    }
 
     #[test]
     fn plain_change_lines_are_said_in_chinese_and_others_are_left_alone() {
