@@ -514,7 +514,7 @@ async fn the_headline_and_overview_are_written_in_the_readers_language() {
         d.overview,
         "CUTLASS 5.0.0 主版本发布，含 6 项需处理的变化，编译速度达到此前的 2.4 倍；\
          Triton v3.6.0 次版本发布，含 5 项需处理的变化，编译时间降低 40%；\
-         PyTorch 2.10.0 次版本发布，含 5 项需处理的变化，速度达到此前的 1.18 倍；\
+         PyTorch 2.10.0 次版本发布，含 5 项需处理的变化，HuggingFace 测试集上的几何平均速度达到此前的 1.18 倍；\
          论文 TileFuse 报告算力达到 1,530 TFLOPS。"
     );
     assert!(d.overview.ends_with("。"), "{}", d.overview);

@@ -25,6 +25,8 @@ pub enum Metric {
     Memory,
     PassRate,
     Overhead,
+    /// "geomean speedup of 1.18x": a mean over a suite's models, not one case.
+    GeomeanSpeed,
     Speed,
 }
 
@@ -42,6 +44,7 @@ impl Metric {
             Metric::Memory => "metric_memory",
             Metric::PassRate => "metric_pass_rate",
             Metric::Overhead => "metric_overhead",
+            Metric::GeomeanSpeed => "metric_geomean_speed",
             Metric::Speed => "metric_speed",
         }
     }
@@ -70,6 +73,8 @@ pub struct Fact {
     /// ("91% of cuBLAS throughput"), or a multiple of one ("1.42x the throughput of vLLM",
     /// "1.9x faster than FlashAttention-3").
     pub of: Option<Against>,
+    /// The named suite the figure was measured on ("on the HuggingFace suite").
+    pub on: Option<String>,
 }
 
 /// The base a figure is compared with.
@@ -105,6 +110,7 @@ static CUES: LazyLock<Vec<(Regex, Metric)>> = LazyLock::new(|| {
             Metric::PassRate,
         ),
         (r"overhead", Metric::Overhead),
+        (r"geomean|geometric mean", Metric::GeomeanSpeed),
         (
             r"faster|speed-?ups?|speeds? up|outperform|\bover\b|\bthan\b",
             Metric::Speed,
@@ -201,7 +207,20 @@ pub fn read(clause: &str, figure: &str) -> Option<Fact> {
         figure: figure.to_string(),
         at_most,
         of,
+        on: suite(clause),
     })
+}
+
+/// The named suite or benchmark a figure was measured on: "on the HuggingFace suite",
+/// "on TIMM benchmarks" -> HuggingFace, TIMM. Only a name: "on the test suite" says none.
+fn suite(clause: &str) -> Option<String> {
+    static ON: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(
+            r"\b[Oo]n (?:the )?(?P<name>[A-Z][\w.-]*) (?:benchmark )?(?:suite|benchmarks?)\b",
+        )
+        .expect("valid regex")
+    });
+    Some(ON.captures(clause)?["name"].to_string())
 }
 
 /// The named system a percentage is a share of: "91% of cuBLAS throughput" -> cuBLAS.
@@ -282,10 +301,17 @@ pub fn render(fact: &Fact, t: &Locale) -> String {
         (Direction::Level, None) => "fact_level",
         (Direction::Within, _) => "fact_within_of",
     };
+    let metric = match &fact.on {
+        Some(suite) => t.fill(
+            "metric_on",
+            &[("metric", t.get(fact.metric.key())), ("suite", suite)],
+        ),
+        None => t.get(fact.metric.key()).to_string(),
+    };
     t.fill(
         key,
         &[
-            ("metric", t.get(fact.metric.key())),
+            ("metric", &metric),
             ("max", if fact.at_most { t.get("fact_max") } else { "" }),
             ("figure", &figure),
             (
@@ -635,6 +661,18 @@ mod tests {
                 "compile speed 2.4x higher".into()
             )
         );
+        // PyTorch's "Inductor geomean speedup of 1.18x on the HuggingFace suite": a mean
+        // over a named suite, against the previous version.
+        assert_eq!(
+            both(
+                "Inductor geomean speedup of 1.18x on the HuggingFace suite compared with 2.9",
+                "1.18x"
+            ),
+            (
+                "HuggingFace 测试集上的几何平均速度达到此前的 1.18 倍".into(),
+                "HuggingFace geomean speed 1.18x higher".into()
+            )
+        );
         assert_eq!(
             both(
                 "…the median end-to-end compile time is 40% lower than in 3.5.1",
@@ -707,7 +745,7 @@ mod tests {
             (
                 "a geomean speedup of 1.18x compared with 2.9",
                 "1.18x",
-                "速度达到此前的 1.18 倍",
+                "几何平均速度达到此前的 1.18 倍",
             ),
         ] {
             assert_eq!(both(clause, figure).0, zh, "{clause}");
