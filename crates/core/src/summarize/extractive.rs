@@ -615,7 +615,8 @@ struct QuotedLead<'a> {
     source: &'a str,
     changes: String,
     /// "；更新涉及 CuTe DSL（5 条）、Blackwell SM100 内核（4 条）": where a release's
-    /// notes put their work, in the reader's language.
+    /// notes put their work, in the reader's language; for notes not sorted by part
+    /// (a patch release's list of fixes) how many fixes they hold ("；含 3 项修复").
     areas: String,
     presents: String,
 }
@@ -690,7 +691,9 @@ const MAX_AREAS: usize = 3;
 
 /// The parts of the project a release's notes report on, in the reader's language, with
 /// their number of lines ("；更新涉及 CuTe DSL（5 条）、Blackwell SM100 内核（4 条）"). Only
-/// headings [`gloss::area`] can say without English words but names; empty when none can.
+/// headings [`gloss::area`] can say without English words but names. When none can (notes
+/// not sorted by part, as a patch release's list of fixes), how many fixes they hold
+/// ("；含 3 项修复"); else empty.
 fn areas(notes: &release_notes::ReleaseNotes, locale: &Locale, candidate: &Candidate) -> String {
     let text = candidate.event.main_text();
     let known = &candidate.classification.keywords;
@@ -706,7 +709,10 @@ fn areas(notes: &release_notes::ReleaseNotes, locale: &Locale, candidate: &Candi
         })
         .collect();
     if said.is_empty() {
-        return String::new();
+        return match notes.fixes.len() {
+            0 => String::new(),
+            n => locale.fill("summary_fixes", &[("n", &n.to_string())]),
+        };
     }
     let mut list = said[..said.len().min(MAX_AREAS)].join(locale.get("list_separator"));
     if said.len() > MAX_AREAS {
