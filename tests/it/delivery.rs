@@ -230,8 +230,10 @@ async fn kill_9_during_fan_out_never_sends_a_second_copy() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_run_once_exits_with_a_clear_message_and_nothing_is_doubled() {
+    // One at a time, a second each: the first run holds the lease for eight seconds after
+    // its first delivery, time enough for a second process to start on a busy machine.
     let (hooks, receiver) = spawn_receiver().await;
-    *receiver.delay_ms.lock().unwrap() = 400;
+    *receiver.delay_ms.lock().unwrap() = 1_000;
     let dir = tempfile::tempdir().unwrap();
     let config = binary_config(dir.path());
     add_via_cli(&config, &hooks, 8);
@@ -584,7 +586,7 @@ async fn a_daemon_whose_database_file_is_deleted_stops_and_names_storage_path() 
     std::fs::remove_file(dir.path().join("kdigest.sqlite")).unwrap();
     let client = reqwest::Client::new();
     let started = Instant::now();
-    let mut unhealthy = None;
+    let mut unhealthy = Vec::new();
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
             break status;
@@ -595,7 +597,7 @@ async fn a_daemon_whose_database_file_is_deleted_stops_and_names_storage_path() 
             .await
             && r.status() == StatusCode::SERVICE_UNAVAILABLE
         {
-            unhealthy = Some(r.text().await.unwrap());
+            unhealthy.push(r.text().await.unwrap());
         }
         assert!(
             started.elapsed() < Duration::from_secs(20),
@@ -610,8 +612,14 @@ async fn a_daemon_whose_database_file_is_deleted_stops_and_names_storage_path() 
         stderr.contains("deleted or replaced") && stderr.contains("storage.path"),
         "{stderr}"
     );
-    if let Some(text) = unhealthy {
-        assert!(text.contains("storage.path"), "{text}");
+    // Until the lease check notices (up to a third of the lease), other parts may fail
+    // first and /healthz says so truthfully (a worker's query on the vanished file); the
+    // answer that reports the deletion names the setting.
+    for text in unhealthy
+        .iter()
+        .filter(|t| t.contains("deleted or replaced"))
+    {
+        assert!(text.contains("storage.path"), "{unhealthy:?}");
     }
 }
 

@@ -39,9 +39,11 @@ async fn every_broken_source_is_named_and_the_digest_still_completes() {
     let started = Instant::now();
     let digest = app.digest().await;
     let elapsed = started.elapsed();
-    // Bounded by the per-source deadline, not by how long the servers would keep us.
+    // Bounded by the per-source deadline (2 s for all of a source's attempts), not by how
+    // long the servers would keep us (an hour); the rest of the bound is the digest's own
+    // work in a debug build on a possibly busy machine.
     assert!(
-        elapsed.as_secs_f64() < 6.0,
+        elapsed.as_secs_f64() < 10.0,
         "fetch phase took {elapsed:?} with a 2 s timeout"
     );
 

@@ -234,11 +234,11 @@ async fn llm_mode_without_the_key_is_a_config_error_naming_the_variable() {
 
 #[tokio::test]
 async fn one_deadline_bounds_the_whole_llm_phase() {
-    // An API that answers every request after 3 s; the phase may take 1 s in all.
+    // An API that answers every request after a minute; the phase may take 1 s in all.
     let slow = Router::new().route(
         "/v1/chat/completions",
         post(|| async {
-            tokio::time::sleep(Duration::from_secs(3)).await;
+            tokio::time::sleep(Duration::from_secs(60)).await;
             reply(&good("Late."), "stop")
         }),
     );
@@ -249,8 +249,10 @@ async fn one_deadline_bounds_the_whole_llm_phase() {
     let _store = &app.store;
     let started = std::time::Instant::now();
     let d = app.digest().await;
+    // The whole digest (a debug build, fetching and scoring too) well inside the minute
+    // the replies would take: the deadline, not the replies, ended the phase.
     assert!(
-        started.elapsed() < Duration::from_secs(3),
+        started.elapsed() < Duration::from_secs(20),
         "{:?}",
         started.elapsed()
     );
