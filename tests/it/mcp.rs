@@ -289,12 +289,37 @@ async fn tools_answer(client: &Client) {
 async fn an_assistant_queries_the_archive_over_stdio() {
     let dir = tempfile::tempdir().unwrap();
     let config = write_file_config(dir.path(), "kdigest.sqlite", "");
-    let made = crate::kdigest(
-        &config,
+    stdio_session(&config, None).await;
+}
+
+/// The same over an archive on Postgres (`KDIGEST_DATABASE_URL`): the stdio server reads
+/// what a cluster stored, and its SQLite guard does not stand in the way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_assistant_queries_a_postgres_archive_over_stdio() {
+    let Some(schema) = kdigest_testkit::pg::schema().await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    // No SQLite file will exist at this path: the archive is the schema.
+    let config = write_file_config(dir.path(), "not-used.sqlite", "");
+    stdio_session(&config, Some(&schema.url)).await;
+    assert!(!dir.path().join("not-used.sqlite").exists());
+}
+
+/// Stores the sample day (on `database_url`'s Postgres, else on the config's SQLite file),
+/// then runs `kdigest mcp` as a child process and asks it every tool through the SDK.
+async fn stdio_session(config: &std::path::Path, database_url: Option<&str>) {
+    let with_database = |command: &mut std::process::Command| {
+        if let Some(url) = database_url {
+            command.env(kdigest::config::DATABASE_URL_ENV, url);
+        }
+    };
+    let mut made = crate::kdigest(
+        config,
         &["digest", "--date", "2026-10-28", "--format", "json"],
-    )
-    .output()
-    .unwrap();
+    );
+    with_database(&mut made);
+    let made = made.output().unwrap();
     assert!(
         made.status.success(),
         "{}",
@@ -303,10 +328,14 @@ async fn an_assistant_queries_the_archive_over_stdio() {
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_kdigest"));
     command
         .arg("--config")
-        .arg(&config)
+        .arg(config)
         .arg("mcp")
         .env_remove("KDIGEST_CONFIG")
+        .env_remove(kdigest::config::DATABASE_URL_ENV)
         .env("RUST_LOG", "warn");
+    if let Some(url) = database_url {
+        command.env(kdigest::config::DATABASE_URL_ENV, url);
+    }
     let transport = rmcp::transport::TokioChildProcess::new(command).unwrap();
     let client: Client = ().serve(transport).await.unwrap();
     let info = client.peer_info().expect("the server introduced itself");
