@@ -228,7 +228,7 @@ impl DiscordBot {
             .as_deref()
             .map(Verifier::new);
         let followups = Arc::new(client(&config.channels.discord, ""));
-        let cooldowns = Cooldowns::new(crate::bot::handlers::digest_cooldown(&config));
+        let cooldowns = Cooldowns::new(config.daemon.digest_cooldown);
         DiscordBot {
             store,
             config,

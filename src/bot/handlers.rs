@@ -681,15 +681,3 @@ fn requested_day(ctx: &Ctx<'_>, date: DateArg) -> Option<NaiveDate> {
         DateArg::Date(d) => Some(d),
     }
 }
-
-/// How long one chat waits between two `/digest` answers, on both bots. The setting is
-/// `telegram.digest_cooldown_secs`, where it was first; built without Telegram, its default.
-pub fn digest_cooldown(config: &crate::config::Config) -> std::time::Duration {
-    #[cfg(feature = "telegram")]
-    return config.channels.telegram.digest_cooldown;
-    #[cfg(not(feature = "telegram"))]
-    {
-        let _ = config;
-        std::time::Duration::from_secs(30)
-    }
-}

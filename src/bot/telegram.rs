@@ -56,7 +56,7 @@ impl TelegramBot {
         config: Arc<Config>,
         runs: Option<RunTrigger>,
     ) -> TelegramBot {
-        let cooldowns = Cooldowns::new(crate::bot::handlers::digest_cooldown(&config));
+        let cooldowns = Cooldowns::new(config.daemon.digest_cooldown);
         let renders = crate::deliver::RenderCache::new(config.digest.templates_dir.clone());
         let limits = Arc::new(crate::deliver::limits::Limits::new(
             &config.delivery.limits(crate::subscriber::Channel::Telegram),

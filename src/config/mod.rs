@@ -118,6 +118,8 @@ pub struct DaemonConfig {
     pub shutdown_grace: Duration,
     /// The web server's limits against slow and idle clients.
     pub web: ServeLimits,
+    /// How long one chat waits between two `/digest` answers, on every bot.
+    pub digest_cooldown: Duration,
 }
 
 /// What the web server allows a client (`[daemon]` header_timeout_secs,
@@ -230,14 +232,20 @@ impl Config {
             .and_then(|email| email.get("public_url"))
             .and_then(|url| url.as_str())
             .map(str::to_string);
+        // The /digest cooldown under its old key (the Telegram section still accepts it).
+        let old_cooldown = table
+            .get("telegram")
+            .and_then(|telegram| telegram.get("digest_cooldown_secs"))
+            .and_then(|secs| secs.as_integer());
         let signup: RawSignup = section(&table, "signup", &mut problems);
         let web: RawWeb = section(&table, "web", &mut problems);
         let mut notes = Vec::new();
         let web = validate_web(web, old_site.as_deref(), &mut problems, &mut notes);
+        let daemon = validate_daemon(daemon, old_cooldown, &mut problems, &mut notes);
         let config = Config {
             schedule: validate_schedule(schedule, core.digest.timezone, &mut problems),
             delivery: validate_delivery(delivery, &mut problems),
-            daemon: validate_daemon(daemon, &mut problems),
+            daemon,
             channels: ChannelsConfig::read(&table, &web.public_url, &mut problems),
             web,
             signup: validate_signup(signup, &mut problems),
@@ -423,6 +431,41 @@ mod tests {
         assert_eq!(c.layer_names(), DEFAULT_LAYERS);
         assert_eq!(c.sources.len(), 5);
         assert_eq!(c.digest.min_score, Score::from_f64(60.0));
+    }
+
+    #[test]
+    fn the_digest_cooldown_is_one_daemon_setting_and_its_telegram_key_still_works() {
+        let cooldown =
+            |text: &str| Config::parse(text).map(|c| (c.daemon.digest_cooldown.as_secs(), c.notes));
+        assert_eq!(cooldown("").unwrap(), (30, vec![]));
+        assert_eq!(
+            cooldown("[daemon]\ndigest_cooldown_secs = 0\n").unwrap(),
+            (0, vec![])
+        );
+        // The old key, under [telegram] where it was first, with a note saying where it
+        // moved (it applies to Discord too).
+        let (secs, notes) = cooldown("[telegram]\ndigest_cooldown_secs = 45\n").unwrap();
+        assert_eq!(secs, 45);
+        assert!(
+            notes.len() == 1 && notes[0].contains("[daemon] digest_cooldown_secs"),
+            "{notes:?}"
+        );
+        let (_, notes) = cooldown(
+            "[daemon]\ndigest_cooldown_secs = 45\n[telegram]\ndigest_cooldown_secs = 45\n",
+        )
+        .unwrap();
+        assert!(notes[0].contains("remove it"), "{notes:?}");
+        let err = cooldown(
+            "[daemon]\ndigest_cooldown_secs = 10\n[telegram]\ndigest_cooldown_secs = 45\n",
+        )
+        .unwrap_err();
+        assert!(
+            err.problems[0]
+                .message
+                .starts_with("telegram.digest_cooldown_secs: 45 differs"),
+            "{err}"
+        );
+        assert!(cooldown("[daemon]\ndigest_cooldown_secs = 100000\n").is_err());
     }
 
     #[test]

@@ -88,6 +88,9 @@ pub struct RawDaemon {
     pub header_timeout_secs: u64,
     pub connection_lifetime_secs: u64,
     pub max_connections: usize,
+    /// How long one chat waits between two `/digest` answers, on every bot (Telegram and
+    /// Discord); None: `telegram.digest_cooldown_secs`, where it was first, else 30.
+    pub digest_cooldown_secs: Option<u64>,
 }
 
 impl Default for RawDaemon {
@@ -100,6 +103,7 @@ impl Default for RawDaemon {
             header_timeout_secs: 10,
             connection_lifetime_secs: 60,
             max_connections: 512,
+            digest_cooldown_secs: None,
         }
     }
 }

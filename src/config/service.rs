@@ -148,7 +148,14 @@ pub(super) fn validate_signup(raw: RawSignup, problems: &mut Vec<String>) -> Sig
     }
 }
 
-pub(super) fn validate_daemon(raw: RawDaemon, problems: &mut Vec<String>) -> DaemonConfig {
+/// `[daemon]`. `old_cooldown`: `telegram.digest_cooldown_secs`, the cooldown's first home
+/// (it applies to every bot, so it moved here); still read, with a note.
+pub(super) fn validate_daemon(
+    raw: RawDaemon,
+    old_cooldown: Option<i64>,
+    problems: &mut Vec<String>,
+    notes: &mut Vec<String>,
+) -> DaemonConfig {
     let listen = raw.listen.parse().unwrap_or_else(|_| {
         problems.push(format!(
             "daemon.listen: \"{}\" is not an address; use host:port such as 127.0.0.1:9464",
@@ -199,7 +206,29 @@ pub(super) fn validate_daemon(raw: RawDaemon, problems: &mut Vec<String>) -> Dae
             raw.max_connections
         ));
     }
+    let cooldown = match (raw.digest_cooldown_secs, old_cooldown) {
+        (Some(new), None) => new,
+        (None, Some(old)) => {
+            notes.push(format!("telegram.digest_cooldown_secs is deprecated: the /digest cooldown applies to every bot, Telegram and Discord, and is now [daemon] digest_cooldown_secs; move the line there ({old} s is used meanwhile)"));
+            u64::try_from(old).unwrap_or(0)
+        }
+        (Some(new), Some(old)) if i64::try_from(new) == Ok(old) => {
+            notes.push("telegram.digest_cooldown_secs is deprecated and repeats daemon.digest_cooldown_secs; remove it".into());
+            new
+        }
+        (Some(new), Some(old)) => {
+            problems.push(format!("telegram.digest_cooldown_secs: {old} differs from daemon.digest_cooldown_secs {new}; the /digest cooldown is one setting for every bot, in [daemon]: remove the telegram line"));
+            new
+        }
+        (None, None) => 30,
+    };
+    if cooldown > 86_400 {
+        problems.push(format!(
+            "daemon.digest_cooldown_secs: {cooldown} is out of range; use 0 to 86400"
+        ));
+    }
     DaemonConfig {
+        digest_cooldown: Duration::from_secs(cooldown.min(86_400)),
         web: super::ServeLimits {
             header_read,
             lifetime,

@@ -464,7 +464,7 @@ async fn the_interactions_endpoint_verifies_signatures_and_runs_the_shared_comma
         // No /digest cooldown: the channel asks twice (the cooldown is the Telegram
         // tests' and the shared handler's).
         .toml(&format!(
-            "[discord]\npublic_key = \"{public}\"\n[telegram]\ndigest_cooldown_secs = 0\n"
+            "[discord]\npublic_key = \"{public}\"\n[daemon]\ndigest_cooldown_secs = 0\n"
         ))
         .build()
         .await;

@@ -63,7 +63,8 @@ async fn a_chat_subscribes_tunes_its_filter_and_reads_the_digest() {
     let (api, mock) = spawn_mock().await;
     mock.admins.lock().unwrap().push(1);
     let app = TestApp::builder()
-        .telegram(&api, "admins = [9]\ndigest_cooldown_secs = 60\n")
+        .telegram(&api, "admins = [9]\n")
+        .toml("[daemon]\ndigest_cooldown_secs = 60\n")
         .build()
         .await;
     let (config, store) = (&app.config, &app.store);

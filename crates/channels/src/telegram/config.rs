@@ -4,7 +4,6 @@
 use serde::Deserialize;
 
 use kdigest_core::settings::read::{env_var_name, http_url};
-use std::time::Duration;
 
 #[derive(Debug, Clone)]
 pub struct TelegramConfig {
@@ -17,7 +16,6 @@ pub struct TelegramConfig {
     /// Telegram user ids allowed /status and /run.
     pub admins: Vec<i64>,
     pub poll_timeout_secs: u32,
-    pub digest_cooldown: Duration,
     /// Messages per minute to one group (Telegram allows about 20).
     pub group_per_minute: f64,
     /// Public base URL for webhook mode; None means long polling.
@@ -32,7 +30,9 @@ pub struct RawTelegram {
     pub bot: bool,
     pub admins: Vec<i64>,
     pub poll_timeout_secs: u32,
-    pub digest_cooldown_secs: u64,
+    /// Read by the application as `daemon.digest_cooldown_secs`'s old key (the cooldown
+    /// applies to every bot); accepted here so a file that has it is not refused.
+    pub digest_cooldown_secs: Option<u64>,
     pub group_per_minute: f64,
     /// Public base URL of this kdigest; set it to receive updates by webhook instead of polling.
     pub webhook_url: Option<String>,
@@ -46,7 +46,7 @@ impl Default for RawTelegram {
             bot: true,
             admins: Vec::new(),
             poll_timeout_secs: 10,
-            digest_cooldown_secs: 30,
+            digest_cooldown_secs: None,
             group_per_minute: 20.0,
             webhook_url: None,
         }
@@ -91,7 +91,6 @@ pub(crate) fn validate(raw: RawTelegram, problems: &mut Vec<String>) -> Telegram
         bot: raw.bot,
         admins: raw.admins,
         poll_timeout_secs: raw.poll_timeout_secs.clamp(1, 15),
-        digest_cooldown: Duration::from_secs(raw.digest_cooldown_secs),
         group_per_minute: raw.group_per_minute.max(0.001),
     }
 }
