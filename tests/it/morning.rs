@@ -126,6 +126,38 @@ fn every_labelled_day_has_a_chinese_morning_overview_and_headline() {
     }
 }
 
+/// In zh-CN an event quoting English sources opens with a lead of kdigest's own: the
+/// kind, the changes, what a paper presents, a release's parts ("更新涉及 CuTe DSL（5 条）、
+/// NVIDIA 后端（4 条）") or its fixes. Names stay as written; no plain English word does
+/// ("kernels", "support"), on any labelled day.
+#[test]
+fn every_labelled_day_leads_its_quoted_summaries_in_chinese() {
+    let mut releases_with_parts = 0;
+    for (day, d) in digests("zh-CN") {
+        for e in d.events() {
+            let Some((lead, _)) = e.summary.split_once("摘录：") else {
+                continue;
+            };
+            releases_with_parts += usize::from(lead.contains("更新涉及"));
+            // The source's name (as the operator configured it) is a name.
+            let lead = e
+                .sources
+                .iter()
+                .fold(lead.to_string(), |l, s| l.replace(&s.name, ""));
+            let plain: Vec<&str> = lead
+                .split(|c: char| !(c.is_ascii_alphanumeric() || "._-+".contains(c)))
+                .filter(|w| w.len() > 1 && w.chars().all(|c| c.is_ascii_lowercase()))
+                .collect();
+            assert!(
+                plain.is_empty(),
+                "{day}: English words {plain:?} in the lead of {}: {lead}",
+                e.title
+            );
+        }
+    }
+    assert!(releases_with_parts >= 10, "{releases_with_parts}");
+}
+
 #[test]
 fn every_labelled_day_has_an_english_overview_of_sentences() {
     for (day, d) in digests("en") {
