@@ -207,9 +207,11 @@ async fn a_source_queued_behind_slow_ones_on_its_host_is_not_failed_by_them() {
     let server = spawn_feed_server().await;
     let b = &server.base;
     // Four hanging sources hold all four permits of the host; a good source on the same
-    // host waits for one. Its deadline starts when it holds a permit, not before.
+    // host waits for one. Its deadline starts when it holds a permit, not before. (A 2 s
+    // timeout: the permit comes free at one timeout and the host's wait ends at one and a
+    // half, a second of room for a loaded machine's late timers.)
     let mut extra =
-        String::from("[fetch]\ntimeout_secs = 1.0\nretries = 0\nper_host_concurrency = 4\n");
+        String::from("[fetch]\ntimeout_secs = 2.0\nretries = 0\nper_host_concurrency = 4\n");
     for i in 0..4 {
         extra.push_str(&format!(
             "\n[[sources]]\nname = \"hang{i}\"\nurl = \"{b}/hang?n={i}\"\nkind = \"blog\"\n"
