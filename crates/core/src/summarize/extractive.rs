@@ -1084,9 +1084,22 @@ static RELEASE_LEVEL_ONLY: LazyLock<Regex> = LazyLock::new(|| {
     .expect("valid regex")
 });
 
+/// A line that says nothing about the news: links, "read more", and the bibliographic
+/// lines a paper summary or a reading list opens with ("Citation: A. Author, B. Author.
+/// arXiv:2511.15076v2, …"), whose names would fill the quote instead of the finding.
 fn is_boilerplate(line: &str) -> bool {
     let lower = line.to_ascii_lowercase();
-    lower.starts_with("full changelog")
+    [
+        "citation:",
+        "cite as:",
+        "cite this",
+        "authors:",
+        "author:",
+        "bibtex",
+    ]
+    .iter()
+    .any(|p| lower.starts_with(p))
+        || lower.starts_with("full changelog")
         || lower.starts_with("http://")
         || lower.starts_with("https://")
         || lower.starts_with("the post ")
@@ -1257,6 +1270,22 @@ mod tests {
         assert!(is_announcement(
             "Today, we\u{2019}re thrilled to announce Triton 3.6."
         ));
+    }
+
+    #[test]
+    fn a_citation_line_is_not_the_news() {
+        // A reading list's paper summary (tests/fixtures/eval/2025-10-22-arxiv-and-posts):
+        // its first paragraph names the authors, its second says what the paper is about.
+        let text = "Citation: Khaled Hamidouche, John Bachan, Pak Markthub. NVIDIA Corporation. arXiv:2511.15076v2, November 24, 2025.\nAbstract\nGIN (GPU-Initiated Networking) is part of NCCL 2.28's new Device API.";
+        assert_eq!(
+            sentences(text),
+            ["GIN (GPU-Initiated Networking) is part of NCCL 2.28's new Device API."]
+        );
+        // A sentence that merely mentions authors stays.
+        assert_eq!(
+            sentences("Authors of kernels can now register them as custom ops.").len(),
+            1
+        );
     }
 
     #[test]
