@@ -239,17 +239,7 @@ fn contains_words(text: &str, phrase: &str) -> bool {
 /// A character that joins its neighbours into one word: a letter or digit of a script
 /// written with spaces.
 fn joins(c: char) -> bool {
-    c.is_alphanumeric() && !unspaced(c)
-}
-
-/// A character of a script written without spaces between words.
-fn unspaced(c: char) -> bool {
-    matches!(c,
-        '\u{3040}'..='\u{30ff}'   // Hiragana, Katakana
-        | '\u{3400}'..='\u{4dbf}' // CJK Extension A
-        | '\u{4e00}'..='\u{9fff}' // CJK Unified Ideographs
-        | '\u{f900}'..='\u{faff}' // CJK Compatibility Ideographs
-        | '\u{20000}'..='\u{2ffff}')
+    c.is_alphanumeric() && !crate::text::unspaced(c)
 }
 
 #[cfg(test)]

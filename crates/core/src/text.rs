@@ -372,6 +372,16 @@ pub fn tidy_lines(s: &str) -> String {
     String::from_utf8(out).expect("whitespace edits keep UTF-8 valid")
 }
 
+/// A character of a script written without spaces between words.
+pub fn unspaced(c: char) -> bool {
+    matches!(c,
+        '\u{3040}'..='\u{30ff}'   // Hiragana, Katakana
+        | '\u{3400}'..='\u{4dbf}' // CJK Extension A
+        | '\u{4e00}'..='\u{9fff}' // CJK Unified Ideographs
+        | '\u{f900}'..='\u{faff}' // CJK Compatibility Ideographs
+        | '\u{20000}'..='\u{2ffff}')
+}
+
 /// All whitespace (newlines included) collapsed to single spaces.
 pub fn collapse_whitespace(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")

@@ -617,7 +617,7 @@ struct QuotedLead<'a> {
     /// "；更新涉及 CuTe DSL（5 条）、Blackwell SM100 内核（4 条）": where a release's
     /// notes put their work, in the reader's language; for notes not sorted by part
     /// (a patch release's list of fixes) how many fixes they hold ("；含 3 项修复").
-    areas: String,
+    outline: String,
     presents: String,
 }
 
@@ -650,8 +650,8 @@ impl<'a> QuotedLead<'a> {
             }),
             _ => None,
         };
-        let areas = match (primary.kind, &candidate.assessment.notes) {
-            (ItemKind::Release, Some(notes)) => areas(notes, locale, candidate),
+        let outline = match (primary.kind, &candidate.assessment.notes) {
+            (ItemKind::Release, Some(notes)) => outline(notes, locale, candidate),
             _ => String::new(),
         };
         QuotedLead {
@@ -660,7 +660,7 @@ impl<'a> QuotedLead<'a> {
             kind: locale.get(&kind_key(candidate)).to_string(),
             source: &primary.source,
             changes,
-            areas,
+            outline,
             presents: presents.unwrap_or_default(),
         }
     }
@@ -672,7 +672,7 @@ impl<'a> QuotedLead<'a> {
                 ("kind", &self.kind),
                 ("source", self.source),
                 ("changes", &self.changes),
-                ("areas", &self.areas),
+                ("areas", &self.outline),
                 ("presents", &self.presents),
                 ("quote", &self.locale.fill("quote", &[("text", quote)])),
             ],
@@ -694,7 +694,7 @@ const MAX_AREAS: usize = 3;
 /// headings [`gloss::area`] can say without English words but names. When none can (notes
 /// not sorted by part, as a patch release's list of fixes), how many fixes they hold
 /// ("；含 3 项修复"); else empty.
-fn areas(notes: &release_notes::ReleaseNotes, locale: &Locale, candidate: &Candidate) -> String {
+fn outline(notes: &release_notes::ReleaseNotes, locale: &Locale, candidate: &Candidate) -> String {
     let text = candidate.event.main_text();
     let known = &candidate.classification.keywords;
     let said: Vec<String> = notes

@@ -453,8 +453,12 @@ pub fn area(heading: &str, t: &Locale, text: &str, known: &[String]) -> Option<S
 /// "SM100", "CuTe", "NVIDIA", "torch.compile": a capital after the first letter, or a
 /// digit or code character.
 fn is_code_or_acronym(word: &str) -> bool {
-    word.chars().skip(1).any(|c| c.is_uppercase())
-        || word.contains(|c: char| c.is_ascii_digit() || "._=()`+-".contains(c))
+    word.chars().skip(1).any(|c| c.is_uppercase()) || is_code(word)
+}
+
+/// A word holding a digit or a code character: "3.9", "tl.dot", "sm_100a", "C++20".
+fn is_code(word: &str) -> bool {
+    word.contains(|c: char| c.is_ascii_digit() || "._=()`+-".contains(c))
 }
 
 /// Whether a capitalised `word` of a heading is a name: the notes (`text`) never write it
@@ -490,15 +494,13 @@ fn whole_words<'a>(text: &'a str, word: &'a str) -> impl Iterator<Item = usize> 
         })
 }
 
-/// `a` and `b` as one phrase: a space between them, except where both sides are Chinese
-/// ("编译器" + "改进" -> 编译器改进, "NVIDIA" + "后端" -> NVIDIA 后端).
+/// `a` and `b` as one phrase: a space between them, except where both sides are written
+/// without spaces ("编译器" + "改进" -> 编译器改进, "NVIDIA" + "后端" -> NVIDIA 后端).
 pub fn join_words(a: &str, b: &str) -> String {
-    let cjk = |c: Option<char>| {
-        c.is_some_and(|c| matches!(c, '\u{3000}'..='\u{9fff}' | '\u{ff00}'..='\u{ffef}'))
-    };
+    let unspaced = |c: Option<char>| c.is_some_and(crate::text::unspaced);
     if a.is_empty() {
         b.to_string()
-    } else if cjk(a.chars().last()) && cjk(b.chars().next()) {
+    } else if unspaced(a.chars().last()) && unspaced(b.chars().next()) {
         format!("{a}{b}")
     } else {
         format!("{a} {b}")
@@ -513,10 +515,9 @@ fn is_name(part: &str) -> bool {
         && words.len() <= 6
         && !part.contains(". ")
         && !part.contains(';')
-        && words.iter().all(|w| {
-            w.starts_with(|c: char| c.is_uppercase())
-                || w.contains(|c: char| c.is_ascii_digit() || "._=()`+-".contains(c))
-        })
+        && words
+            .iter()
+            .all(|w| w.starts_with(|c: char| c.is_uppercase()) || is_code(w))
 }
 
 #[cfg(test)]
