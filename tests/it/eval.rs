@@ -43,11 +43,11 @@ fn eval_holds_its_cross_validated_floor() {
         .count();
     assert!(days >= 12, "at least twelve labelled days, found {days}");
     let (precision, recall, f1, leads) = overall(&stdout, "Cross-validated");
-    // Floors just under the figures of 2026-12-06 on twenty days (0.945 / 0.979 / 0.831
-    // since the three-layer cap, 13 leads of 20; docs/scoring.md): the four days moved in
-    // from the second sealed set brought their layer F1 of about 0.79 and two wrong leads.
+    // Floors just under the figures of 2026-12-07 on twenty days (0.945 / 0.979 / 0.830,
+    // 14 leads of 20; docs/scoring.md): the four days moved in from the second sealed set
+    // brought their layer F1 of about 0.79 and two wrong leads.
     assert!(
-        precision >= 0.94 && recall >= 0.975 && f1 >= 0.825 && leads + 7 >= days,
+        precision >= 0.94 && recall >= 0.975 && f1 >= 0.825 && leads + 6 >= days,
         "cross-validated precision {precision}, recall {recall}, layer F1 {f1}, leads {leads}/{days}\n{stdout}"
     );
     // The learned weights must earn their place: cross-validated, they beat the phrases.
@@ -63,15 +63,10 @@ fn eval_holds_its_cross_validated_floor() {
         .split_whitespace()
         .find_map(|t| t.split_once('/'))
         .unwrap();
-    // Every release and the post announcing it came out as one event but one: the CUDA 13.2
-    // post and the cutile-python v1.2.0 release (2025-04-10) share neither a version nor a
-    // link in the text their feeds carry (docs/scoring.md).
-    let (a, b): (usize, usize) = (a.parse().unwrap(), b.parse().unwrap());
-    assert!(a + 1 >= b, "{joined}");
-    assert!(
-        stdout.contains("one story in 2 events: https://developer.nvidia.com/blog/cuda-13-2-"),
-        "{stdout}"
-    );
+    // Every release and the post announcing it came out as one event, the CUDA 13.2 post
+    // (a section headed "cuTile Python") and the cutile-python v1.2.0 release included.
+    assert_eq!(a, b, "{joined}");
+    assert!(!stdout.contains("one story in 2 events"), "{stdout}");
     // A second editor chose a lead for every day, blind (tests/fixtures/eval/SECOND_EDITOR.md):
     // the two agree on 13 of 16, the ceiling against which the lead figure is read.
     let second = stdout

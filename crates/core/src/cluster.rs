@@ -1,9 +1,10 @@
 //! Items -> events: items about the same thing become one event that lists all its sources.
 //!
 //! Two items join when they share an arXiv id, share a normalised URL, when one links the
-//! other's arXiv paper (a blog post about a paper), when a post's title announces a release's
-//! project and version ("… in NVIDIA NCCL 2.28" and the release NCCL v2.28.3-1 of
-//! NVIDIA/nccl; see [`announcements`]), or when their titles are near-identical.
+//! other's arXiv paper (a blog post about a paper), when a post announces a release (its title
+//! names the project and the version, "… in NVIDIA NCCL 2.28" and NCCL v2.28.3-1, or what
+//! the release adds, "Announcing Gemma 4 on vLLM"; or it has a section headed by the
+//! project's name; see [`announcements`]), or when their titles are near-identical.
 //! Title similarity is the Jaccard index of the sets of lower-cased alphanumeric words; pairs
 //! at or above `digest.title_similarity` (default 0.8) join. Candidate pairs come from
 //! prefix filtering (Chaudhuri et al. 2006; Bayardo et al. 2007): with tokens ordered rarest
@@ -17,6 +18,7 @@ use sha2::{Digest as _, Sha256};
 
 use crate::model::{Event, Item, ItemKind};
 use crate::parse::hex;
+use crate::text::{has_word, written_as_name};
 
 /// Titles with fewer distinct words never join by title alone: "v1.2.0" of two different
 /// repositories is not the same event.
@@ -110,23 +112,21 @@ fn versions(title: &str) -> Vec<Vec<u64>> {
         .collect()
 }
 
-/// Whether `name` occurs in `text` (both lower-case) as whole words.
-fn names_word(text: &str, name: &str) -> bool {
-    let boundary = |c: Option<char>| !c.is_some_and(char::is_alphanumeric);
-    text.match_indices(name).any(|(at, _)| {
-        boundary(text[..at].chars().next_back()) && boundary(text[at + name.len()..].chars().next())
-    })
-}
-
-/// Pairs (release, post): the post's title names the release's project (the repository of
-/// its source, "NVIDIA/nccl" -> "nccl", or the words of its title before the version,
-/// "CUTLASS 4.2.0" -> "cutlass") and either its title names a version that the release's
-/// version starts with ("NCCL 2.28" announces 2.28.3-1; "Speculators v0.3.0" announces
-/// v0.3.0) or its text names the release's exact version of three parts or more ("Llama 4
-/// in vLLM" telling readers to update "to version v0.8.3", the vLLM release of that day).
-/// In a text a bare "2.28" is too loose (a throughput, a ratio); a full release number of
-/// the project the title names is not. A vendor's post about a release and the release are
-/// one story, the release leading.
+/// Pairs (release, post) that are one story, the release leading. The release's project is
+/// named by the repository of its source ("NVIDIA/nccl" -> "nccl") or the words of its title
+/// before the version ("CUTLASS 4.2.0" -> "cutlass"). A post announces the release when
+/// - its title names the project and either its title names a version that the release's
+///   version starts with ("NCCL 2.28" announces 2.28.3-1; "Speculators v0.3.0" announces
+///   v0.3.0) or its text names the release's exact version of three parts or more ("Llama 4
+///   in vLLM" telling readers to update "to version v0.8.3"). In a text a bare "2.28" is too
+///   loose (a throughput, a ratio); a full release number of the project the title names is
+///   not;
+/// - its title names the project and a name the release's notes also write as a name ("Gemma
+///   in "Announcing Gemma 4 on vLLM" and the vLLM release whose notes open with "Gemma 4
+///   support"): a launch post for what the release adds, which often names no version;
+/// - or its text has a section headed by the project's name alone ("cuTile Python" in "CUDA
+///   13.2 Introduces Enhanced CUDA Tile Support…" and the release of NVIDIA/cutile-python):
+///   a vendor's round-up of a toolkit release, one section per library.
 fn announcements(items: &[Item]) -> Vec<(usize, usize)> {
     let releases: Vec<(usize, Vec<String>, Vec<u64>)> = items
         .iter()
@@ -161,21 +161,47 @@ fn announcements(items: &[Item]) -> Vec<(usize, usize)> {
         let title = post.title.to_lowercase();
         let mentioned = versions(&title);
         let mut in_text: Option<Vec<Vec<u64>>> = None;
+        let mut sections: Option<Vec<String>> = None;
         for (r, names, version) in &releases {
-            if !names.iter().any(|n| names_word(&title, n)) {
-                continue;
-            }
-            let announces = mentioned.iter().any(|v| version.starts_with(v))
-                || (version.len() >= 3
-                    && in_text
-                        .get_or_insert_with(|| versions(&post.text))
-                        .contains(version));
+            let announces = if names.iter().any(|n| has_word(&title, n)) {
+                mentioned.iter().any(|v| version.starts_with(v))
+                    || (version.len() >= 3
+                        && in_text
+                            .get_or_insert_with(|| versions(&post.text))
+                            .contains(version))
+                    || shares_a_name(&post.title, &items[*r].text, names)
+            } else {
+                let sections = sections
+                    .get_or_insert_with(|| post.text.lines().map(spoken_name).collect::<Vec<_>>());
+                names.iter().any(|n| sections.contains(&spoken_name(n)))
+            };
             if announces {
                 pairs.push((*r, p));
             }
         }
     }
     pairs
+}
+
+/// A name as it is said: lower case, hyphens and underscores as spaces, trimmed
+/// ("cutile-python" and the heading "cuTile Python" are both "cutile python").
+fn spoken_name(s: &str) -> String {
+    s.trim()
+        .to_lowercase()
+        .replace(['-', '_'], " ")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Whether the post's title holds a name, other than the project's, that the release's notes
+/// write as a name ([`written_as_name`]: "Gemma" in "full Google Gemma 4 architecture
+/// support", while "Performance", a heading there, is a word).
+fn shares_a_name(title: &str, notes: &str, project: &[String]) -> bool {
+    title
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| w.chars().count() >= 3 && !project.contains(&w.to_lowercase()))
+        .any(|w| written_as_name(w, notes))
 }
 
 pub fn title_tokens(title: &str) -> Vec<String> {
@@ -369,11 +395,7 @@ mod tests {
             },
         ];
         let events = cluster(items, 0.8);
-        let joined: Vec<Vec<&str>> = events
-            .iter()
-            .filter(|e| e.items.len() > 1)
-            .map(|e| e.items.iter().map(|i| i.title.as_str()).collect())
-            .collect();
+        let joined = joined_titles(&events);
         assert_eq!(joined.len(), 3, "{joined:?}");
         assert!(joined.contains(&vec!["v0.8.3", "Llama 4 in vLLM"]));
         assert!(joined.contains(&vec![
@@ -385,6 +407,86 @@ mod tests {
             "Diving into speculative decoding training support for vLLM with Speculators v0.3.0"
         ]));
         assert_eq!(events.len(), 9);
+    }
+
+    fn joined_titles(events: &[Event]) -> Vec<Vec<&str>> {
+        events
+            .iter()
+            .filter(|e| e.items.len() > 1)
+            .map(|e| e.items.iter().map(|i| i.title.as_str()).collect())
+            .collect()
+    }
+
+    #[test]
+    fn a_launch_post_or_a_round_up_section_joins_the_release_without_its_version() {
+        let release = |repo: &str, notes: &str| Item {
+            text: notes.into(),
+            ..item(
+                repo,
+                repo,
+                ItemKind::Release,
+                "v0.19.0",
+                &format!("https://github.com/{repo}/releases/tag/v0.19.0"),
+            )
+        };
+        let post = |key: &str, title: &str, text: &str| Item {
+            text: text.into(),
+            ..item(
+                key,
+                "Blog",
+                ItemKind::Post,
+                title,
+                &format!("https://b/{key}"),
+            )
+        };
+        let items = vec![
+            release(
+                "vllm-project/vllm",
+                "Highlights\nGemma 4 support: full Google Gemma 4 architecture support.\n\
+                 Performance\n• Faster sampling; better support for long prompts.",
+            ),
+            release(
+                "NVIDIA/cutile-python",
+                "CTK 13.2 features\n• Support Ampere GPUs.",
+            ),
+            // A name the notes write as a name, with the project in the title.
+            post(
+                "p1",
+                "Announcing Gemma 4 on vLLM",
+                "Byte for byte the best.",
+            ),
+            // A section headed by the project's name alone.
+            post(
+                "p2",
+                "CUDA 13.2 Introduces Enhanced CUDA Tile Support",
+                "CUDA 13.2 arrives.\ncuTile Python\ncuTile Python, the Python DSL, adds closures.",
+            ),
+            // Title Case words the notes also use in lower case are not names; a name the
+            // notes never write is not shared; the project named in passing in a text, or in
+            // a longer heading, is not a section about it.
+            post("p3", "Performance Support in vLLM", ""),
+            post("p4", "Serving Llama on vLLM", ""),
+            post(
+                "p5",
+                "Kernels in Python",
+                "We used cuTile Python for this.\nWhy cuTile Python helps\nIt does.",
+            ),
+        ];
+        let events = cluster(items, 0.8);
+        let event_of = |key: &str| {
+            events
+                .iter()
+                .find(|e| e.items.iter().any(|i| i.key == key))
+                .unwrap()
+        };
+        assert_eq!(event_of("p1").items.len(), 2);
+        assert_eq!(event_of("p1").primary().source, "vllm-project/vllm");
+        assert_eq!(event_of("p2").items.len(), 2);
+        assert_eq!(event_of("p2").primary().source, "NVIDIA/cutile-python");
+        for alone in ["p3", "p4", "p5"] {
+            assert_eq!(event_of(alone).items.len(), 1, "{alone}");
+        }
+        assert_eq!(events.len(), 5);
     }
 
     #[test]

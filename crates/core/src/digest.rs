@@ -257,9 +257,10 @@ pub(crate) fn section(
     let clauses: Vec<String> = ordered
         .iter()
         .take(OVERVIEW_CLAUSES)
-        .map(|e| e.brief.trim().trim_end_matches(['.', '。', ';', '；']))
-        .filter(|b| !b.is_empty())
-        .map(capitalised)
+        .filter_map(|e| {
+            let brief = e.brief.trim().trim_end_matches(['.', '。', ';', '；']);
+            (!brief.is_empty()).then(|| capitalised(brief, &e.title))
+        })
         .collect();
     let overview = if clauses.is_empty() {
         String::new()
@@ -274,8 +275,13 @@ pub(crate) fn section(
     digest.overview = overview;
 }
 
-/// A clause as the start of a sentence: "the paper X reports …" -> "The paper X reports …".
-fn capitalised(clause: &str) -> String {
+/// A clause as the start of a sentence: "the paper X reports …" -> "The paper X reports …",
+/// unless it opens as the event's `title` does: a name keeps its spelling ("vLLM v0.8.3 …",
+/// "cutile-python v1.2.0 …", never "VLLM" or "Cutile-python").
+fn capitalised(clause: &str, title: &str) -> String {
+    if clause.split_whitespace().next() == title.split_whitespace().next() {
+        return clause.to_string();
+    }
     let mut chars = clause.chars();
     match chars.next() {
         Some(first) if first.is_ascii_lowercase() => {
@@ -324,11 +330,17 @@ pub fn headline(ordered: &[&DigestEvent], t: &Locale) -> String {
         // overview clause (its name and main figure) instead of its English title.
         ItemKind::Paper => t.fill(
             "headline_paper",
-            &[("title", &short(top)), ("brief", &capitalised(&top.brief))],
+            &[
+                ("title", &short(top)),
+                ("brief", &capitalised(&top.brief, &top.title)),
+            ],
         ),
         ItemKind::Post => t.fill(
             "headline_post",
-            &[("title", &short(top)), ("brief", &capitalised(&top.brief))],
+            &[
+                ("title", &short(top)),
+                ("brief", &capitalised(&top.brief, &top.title)),
+            ],
         ),
     };
     let rest = |kind: ItemKind| {
@@ -356,7 +368,10 @@ pub fn headline(ordered: &[&DigestEvent], t: &Locale) -> String {
             let names = crate::release_notes::release_name(&top.title);
             return t.fill(
                 "headline_release_alone",
-                &[("names", names), ("brief", &capitalised(&top.brief))],
+                &[
+                    ("names", names),
+                    ("brief", &capitalised(&top.brief, &top.title)),
+                ],
             );
         }
         return lead;
@@ -480,6 +495,20 @@ pub fn count_by_source(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_clause_starts_a_sentence_but_a_name_keeps_its_spelling() {
+        assert_eq!(
+            capitalised("the paper TileFuse reports 2x", "TileFuse: fused kernels"),
+            "The paper TileFuse reports 2x"
+        );
+        for (clause, title) in [
+            ("vLLM v0.8.3 minor release", "vLLM v0.8.3"),
+            ("cutile-python v1.2.0 次版本发布", "cutile-python v1.2.0"),
+        ] {
+            assert_eq!(capitalised(clause, title), clause);
+        }
+    }
 
     #[test]
     fn the_learned_correction_reads_only_events_it_can_bring_within_reach() {

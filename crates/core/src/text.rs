@@ -382,6 +382,39 @@ pub fn unspaced(c: char) -> bool {
         | '\u{20000}'..='\u{2ffff}')
 }
 
+/// Where `text` holds `word` as a whole word (case matters).
+pub fn whole_words<'a>(text: &'a str, word: &'a str) -> impl Iterator<Item = usize> + 'a {
+    text.match_indices(word)
+        .map(|(at, _)| at)
+        .filter(move |&at| {
+            let end = at + word.len();
+            !text[..at].ends_with(|c: char| c.is_alphanumeric())
+                && !text[end..].starts_with(|c: char| c.is_alphanumeric())
+        })
+}
+
+/// Whether `text` holds `word` as a whole word (case matters).
+pub fn has_word(text: &str, word: &str) -> bool {
+    whole_words(text, word).next().is_some()
+}
+
+/// Whether `text` writes the capitalised `word` as a name: never in lower case ("Support",
+/// "Performance" are words that a heading or a Title Case title capitalises), and
+/// capitalised at least once inside a sentence, after a word or a comma ("full Google Gemma
+/// 4 support", "the NVIDIA Blackwell backends"), not only as a line's or a sentence's first
+/// word or a list item's after its bullet.
+pub fn written_as_name(word: &str, text: &str) -> bool {
+    word.starts_with(|c: char| c.is_uppercase())
+        && !has_word(text, &word.to_lowercase())
+        && whole_words(text, word).any(|at| {
+            let before = &text[..at];
+            before.ends_with(' ')
+                && before
+                    .trim_end_matches(' ')
+                    .ends_with(|c: char| c.is_alphanumeric() || c == ',')
+        })
+}
+
 /// All whitespace (newlines included) collapsed to single spaces.
 pub fn collapse_whitespace(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")

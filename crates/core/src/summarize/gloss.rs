@@ -461,37 +461,15 @@ fn is_code(word: &str) -> bool {
     word.contains(|c: char| c.is_ascii_digit() || "._=()`+-".contains(c))
 }
 
-/// Whether a capitalised `word` of a heading is a name: the notes (`text`) never write it
-/// in lower case ("benchmark", "regressions" are words), and they either capitalise it
-/// inside a sentence ("the NVIDIA Blackwell backends") or it is one of the field's phrases
-/// the event matched (`known`, lower-case: "blackwell", "inductor").
+/// Whether a capitalised `word` of a heading is a name: the notes (`text`) write it as one
+/// ([`crate::text::written_as_name`]: "the NVIDIA Blackwell backends"), or they never write it in
+/// lower case and it is one of the field's phrases the event matched (`known`, lower-case:
+/// "blackwell", "inductor").
 fn written_as_name(word: &str, text: &str, known: &[String]) -> bool {
-    let lower = word.to_lowercase();
-    if !word.starts_with(|c: char| c.is_uppercase()) || whole_words(text, &lower).next().is_some() {
-        return false;
-    }
-    known.contains(&lower)
-        || whole_words(text, word).any(|at| {
-            // After a word or a comma: not a line's or a sentence's first word, nor a list
-            // item's after its bullet.
-            text[..at]
-                .trim_end_matches(' ')
-                .chars()
-                .last()
-                .is_some_and(|c| c.is_alphanumeric() || c == ',')
-                && text[..at].ends_with(' ')
-        })
-}
-
-/// Where `text` holds `word` as a whole word.
-fn whole_words<'a>(text: &'a str, word: &'a str) -> impl Iterator<Item = usize> + 'a {
-    text.match_indices(word)
-        .map(|(at, _)| at)
-        .filter(move |&at| {
-            let end = at + word.len();
-            !text[..at].ends_with(|c: char| c.is_alphanumeric())
-                && !text[end..].starts_with(|c: char| c.is_alphanumeric())
-        })
+    crate::text::written_as_name(word, text)
+        || (word.starts_with(|c: char| c.is_uppercase())
+            && known.contains(&word.to_lowercase())
+            && !crate::text::has_word(text, &word.to_lowercase()))
 }
 
 /// `a` and `b` as one phrase: a space between them, except where both sides are written
