@@ -83,6 +83,61 @@ fn presented(sentences: &[String]) -> Option<(String, String)> {
         })
 }
 
+/// A post title that announces things: "CUDA 13.1 Introduces cuTile Python, Faster NVCC
+/// Builds, and Tile-Aware Profiling in Nsight", "Introducing ROCprofiler SDK - The Latest
+/// Toolkit …". The subject is optional; a subtitle after a dash or colon is not announced.
+static ANNOUNCES: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?i)^(?:(?P<subject>.+?)\s+)?(?:introduc(?:es|ing)|announc(?:es|ing)|unveil(?:s|ing)|launch(?:es|ing)|brings)\s+(?P<objects>.+?)(?:\s+[-–—]\s+|:\s|[?!.]?$)",
+    )
+    .expect("valid regex")
+});
+
+/// What a post's title announces, in the reader's language (`post_introduces`): each thing
+/// the title lists that [`gloss::area`] can say without English words but names ("cuTile
+/// Python", "New Python Features" -> 新 Python 功能), "等" for those it cannot, and the
+/// subject when it is a name ("CUDA 13.2"). None when the title announces nothing sayable.
+fn announced(title: &str, text: &str, known: &[String], t: &Locale) -> Option<String> {
+    let c = ANNOUNCES.captures(title)?;
+    let objects: Vec<&str> = c["objects"]
+        .split(", and ")
+        .flat_map(|o| o.split(", "))
+        .flat_map(|o| o.split(" and "))
+        .map(|o| {
+            let o = o.trim();
+            ["the ", "a ", "an "]
+                .iter()
+                .find_map(|a| o.strip_prefix(a))
+                .unwrap_or(o)
+        })
+        .collect();
+    let said: Vec<String> = objects
+        .iter()
+        .filter_map(|o| gloss::area(o, t, text, known))
+        .collect();
+    if said.is_empty() {
+        return None;
+    }
+    let subject = c
+        .name("subject")
+        .and_then(|s| gloss::area(s.as_str(), t, text, known));
+    let more = if said.len() < objects.len() {
+        t.get("list_more")
+    } else {
+        ""
+    };
+    let what = said.join(t.get("list_separator"));
+    let filled = match subject {
+        Some(subject) => t.fill(
+            "post_introduces_of",
+            &[("subject", &subject), ("what", &what), ("more", more)],
+        ),
+        None => t.fill("post_introduces", &[("what", &what), ("more", more)]),
+    };
+    // The template spaces every slot; between two Han characters the space goes.
+    Some(tidy_han_spacing(filled.trim_end()))
+}
+
 /// A paper's sentences from the one that says what it does: an abstract opens with the
 /// problem, and a reader scanning a digest wants the contribution first. All of them when
 /// no sentence says (or only a late one does: then the opening is the contribution). When
@@ -648,7 +703,14 @@ impl<'a> QuotedLead<'a> {
                     &[("what", locale.get(&what)), ("name", &name)],
                 )
             }),
-            _ => None,
+            // "NVIDIA 技术文章，介绍 CUDA 13.1 的 cuTile Python 等": what the post announces.
+            ItemKind::Post => announced(
+                &primary.title,
+                candidate.event.main_text(),
+                &candidate.classification.keywords,
+                locale,
+            ),
+            ItemKind::Release => None,
         };
         let outline = match (primary.kind, &candidate.assessment.notes) {
             (ItemKind::Release, Some(notes)) => outline(notes, locale, candidate),
@@ -716,7 +778,7 @@ fn outline(notes: &release_notes::ReleaseNotes, locale: &Locale, candidate: &Can
     }
     let mut list = said[..said.len().min(MAX_AREAS)].join(locale.get("list_separator"));
     if said.len() > MAX_AREAS {
-        list.push_str(locale.get("areas_more"));
+        list.push_str(locale.get("list_more"));
     }
     // "更新涉及 编译器": the template's space before the list stays only beside a name.
     let template = locale.get("summary_areas");
@@ -1193,6 +1255,39 @@ mod tests {
                 presented(&sentences(text)),
                 expected.map(|(n, w)| (n.to_string(), w.to_string())),
                 "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn what_a_post_announces_is_said_in_chinese_with_names_as_written() {
+        let t = Locale::builtin("zh-CN");
+        let text = "This release brings a Python front end called cuTile. Builds are faster.";
+        let known = vec!["nsight".to_string()];
+        for (title, expected) in [
+            (
+                "CUDA 13.1 Introduces cuTile Python, Faster NVCC Builds, and Tile-Aware Profiling in Nsight",
+                Some("，介绍 CUDA 13.1 的 cuTile Python 等"),
+            ),
+            (
+                "CUDA 13.2 Introduces Enhanced CUDA Tile Support and New Python Features",
+                Some("，介绍 CUDA 13.2 的新 Python 功能等"),
+            ),
+            (
+                "Introducing ROCprofiler SDK - The Latest Toolkit for Performance Profiling.",
+                Some("，介绍 ROCprofiler SDK"),
+            ),
+            // Nothing it lists can be said without English words; no announcement at all.
+            ("Announcing faster builds", None),
+            (
+                "Fusing Communication and Compute with a New Device API",
+                None,
+            ),
+        ] {
+            assert_eq!(
+                announced(title, text, &known, &t).as_deref(),
+                expected,
+                "{title}"
             );
         }
     }
