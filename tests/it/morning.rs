@@ -168,17 +168,18 @@ fn every_labelled_day_has_an_english_overview_of_sentences() {
             .collect();
         assert!(sentences.len() <= OVERVIEW_CLAUSES, "{day}: {}", d.overview);
         // A sentence starts with a capital, unless it opens with a name spelt in lower
-        // case, as the event's title has it ("vllm v0.8.3 is out", never "Vllm").
+        // case: as the event's title has it ("vllm v0.8.3 is out", never "Vllm"), or one
+        // whose form says it is a name ("vLLM Blog's post …", "arXiv").
         let names: Vec<&str> = d
             .events()
             .filter_map(|e| e.title.split_whitespace().next())
             .collect();
         for s in sentences {
+            let first = s.split_whitespace().next().unwrap_or_default();
             assert!(
                 s.starts_with(|c: char| c.is_uppercase() || c.is_ascii_digit())
-                    || s.split_whitespace()
-                        .next()
-                        .is_some_and(|w| names.contains(&w)),
+                    || names.contains(&first)
+                    || first.chars().skip(1).any(|c| c.is_uppercase() || c == '-'),
                 "{day}: {s}"
             );
             assert!(!s.contains('“'), "{day}: quoted: {s}");

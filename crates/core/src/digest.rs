@@ -259,7 +259,7 @@ pub(crate) fn section(
         .take(OVERVIEW_CLAUSES)
         .filter_map(|e| {
             let brief = e.brief.trim().trim_end_matches(['.', '。', ';', '；']);
-            (!brief.is_empty()).then(|| capitalised(brief, &e.title))
+            (!brief.is_empty()).then(|| capitalised(brief, &e.title, locale))
         })
         .collect();
     let overview = if clauses.is_empty() {
@@ -276,10 +276,16 @@ pub(crate) fn section(
 }
 
 /// A clause as the start of a sentence: "the paper X reports …" -> "The paper X reports …",
-/// unless it opens as the event's `title` does: a name keeps its spelling ("vLLM v0.8.3 …",
-/// "cutile-python v1.2.0 …", never "VLLM" or "Cutile-python").
-fn capitalised(clause: &str, title: &str) -> String {
-    if clause.split_whitespace().next() == title.split_whitespace().next() {
+/// unless it opens as the event's `title` does or with a name by its form (a capital or a
+/// hyphen after its first letter): a name keeps its spelling ("vLLM v0.8.3 …",
+/// "cutile-python v1.2.0 …", "arXiv", never "VLLM", "Cutile-python" or "ArXiv"). A script
+/// without letter case (Chinese) is left as it is.
+fn capitalised(clause: &str, title: &str, t: &Locale) -> String {
+    let first = clause.split_whitespace().next().unwrap_or_default();
+    if t.get("script") == "han"
+        || title.split_whitespace().next() == Some(first)
+        || first.chars().skip(1).any(|c| c.is_uppercase() || c == '-')
+    {
         return clause.to_string();
     }
     let mut chars = clause.chars();
@@ -332,14 +338,14 @@ pub fn headline(ordered: &[&DigestEvent], t: &Locale) -> String {
             "headline_paper",
             &[
                 ("title", &short(top)),
-                ("brief", &capitalised(&top.brief, &top.title)),
+                ("brief", &capitalised(&top.brief, &top.title, t)),
             ],
         ),
         ItemKind::Post => t.fill(
             "headline_post",
             &[
                 ("title", &short(top)),
-                ("brief", &capitalised(&top.brief, &top.title)),
+                ("brief", &capitalised(&top.brief, &top.title, t)),
             ],
         ),
     };
@@ -370,7 +376,7 @@ pub fn headline(ordered: &[&DigestEvent], t: &Locale) -> String {
                 "headline_release_alone",
                 &[
                     ("names", names),
-                    ("brief", &capitalised(&top.brief, &top.title)),
+                    ("brief", &capitalised(&top.brief, &top.title, t)),
                 ],
             );
         }
@@ -498,16 +504,26 @@ mod tests {
 
     #[test]
     fn a_clause_starts_a_sentence_but_a_name_keeps_its_spelling() {
+        let (en, zh) = (Locale::builtin("en"), Locale::builtin("zh-CN"));
         assert_eq!(
-            capitalised("the paper TileFuse reports 2x", "TileFuse: fused kernels"),
+            capitalised(
+                "the paper TileFuse reports 2x",
+                "TileFuse: fused kernels",
+                &en
+            ),
             "The paper TileFuse reports 2x"
         );
         for (clause, title) in [
-            ("vLLM v0.8.3 minor release", "vLLM v0.8.3"),
-            ("cutile-python v1.2.0 次版本发布", "cutile-python v1.2.0"),
+            ("vllm v0.8.3 is out", "vllm v0.8.3"),
+            ("cutile-python v1.2.0 is out", "Something else"),
+            ("arXiv has a new paper", "X: y"),
         ] {
-            assert_eq!(capitalised(clause, title), clause);
+            assert_eq!(capitalised(clause, title, &en), clause);
         }
+        assert_eq!(
+            capitalised("bitsandbytes 0.39.0 次版本发布", "Other", &zh),
+            "bitsandbytes 0.39.0 次版本发布"
+        );
     }
 
     #[test]

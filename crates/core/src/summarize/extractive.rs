@@ -32,9 +32,11 @@ const WHY_CHARS: usize = 360;
 /// Each quoted breaking or behaviour change, at most.
 const CHANGE_CHARS: usize = 200;
 
+/// A sentence that reports a result or a change worth a reader's attention; a figure must
+/// start its word ("MI300X" is a GPU, not "300X").
 static IMPACT_CUE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
-        r"(?i)\b(faster|speedups?|outperform\w*|breaking|deprecat\w*|regressions?|up to|speeds? up|for the first time|state[- ]of[- ]the[- ]art)\b|\d(?:x\b|×|%)",
+        r"(?i)\b(faster|speedups?|outperform\w*|breaking|deprecat\w*|regressions?|up to|speeds? up|for the first time|state[- ]of[- ]the[- ]art)\b|\b\d+(?:[.,]\d+)*(?:x\b|×|%)",
     )
     .expect("valid regex")
 });
@@ -329,7 +331,7 @@ pub fn summarize_varied(
             let facts = if gloss {
                 let shown = self::sentences(&quoted).len().min(cues.len());
                 let whole: Vec<String> = cues[..shown].iter().map(|s| s.to_string()).collect();
-                glossed_fact(&whole, locale).unwrap_or_default()
+                glossed_fact(&whole, event.primary().kind, locale).unwrap_or_default()
             } else {
                 String::new()
             };
@@ -551,13 +553,6 @@ pub fn spaced_figure(figure: &str) -> String {
     }
 }
 
-/// Words kept before and after a figure in [`figure_phrase`].
-const PHRASE_WORDS_BEFORE: usize = 6;
-const PHRASE_WORDS_AFTER: usize = 4;
-
-/// The words around `figure` that say what it measures: its clause (cut at commas,
-/// semicolons, colons, parentheses and the sentence's end), at most a few words either side,
-/// "…" where the clause goes on. None when the figure is not in the sentence.
 /// A text cut with '…' (a long paper title) without the word that led into the cut:
 /// "… for Blackwell GPUs through an…" -> "… for Blackwell GPUs through…".
 fn without_dangling_word(cut: String) -> String {
@@ -581,49 +576,6 @@ const DANGLING: &[&str] = &[
     "and", "or", "over", "per", "across", "into", "under", "against", "via", "vs", "through",
     "using", "within", "without", "between", "about", "is", "are",
 ];
-
-fn figure_phrase(sentence: &str, figure: &str) -> Option<String> {
-    let at = sentence
-        .find(figure)
-        .or_else(|| sentence.find(&spaced_figure(figure)))?;
-    let end_of_figure = at + sentence[at..].find(' ').unwrap_or(sentence.len() - at);
-    let before = &sentence[..at];
-    let start = before.rfind([',', ';', ':', '(']).map_or(0, |i| i + 1);
-    let after = &sentence[end_of_figure..];
-    let stop = after
-        .find([',', ';', '(', ')'])
-        .or_else(|| after.find(". "))
-        .unwrap_or(after.trim_end_matches('.').len());
-    let left: Vec<&str> = sentence[start..at].split_whitespace().collect();
-    let right: Vec<&str> = after[..stop].split_whitespace().collect();
-    let kept_left = &left[left.len().saturating_sub(PHRASE_WORDS_BEFORE)..];
-    let mut kept_right = &right[..right.len().min(PHRASE_WORDS_AFTER)];
-    // A cut quote must not end on a word that leads into what was cut ("… in BF16 at…").
-    if kept_right.len() < right.len() {
-        while let Some((last, rest)) = kept_right.split_last()
-            && DANGLING.contains(&last.to_ascii_lowercase().as_str())
-        {
-            kept_right = rest;
-        }
-    }
-    let mut phrase = String::new();
-    if kept_left.len() < left.len() {
-        phrase.push('…');
-    }
-    for w in kept_left {
-        phrase.push_str(w);
-        phrase.push(' ');
-    }
-    phrase.push_str(&sentence[at..end_of_figure]);
-    for w in kept_right {
-        phrase.push(' ');
-        phrase.push_str(w);
-    }
-    if kept_right.len() < right.len() {
-        phrase.push('…');
-    }
-    Some(phrase.trim_end_matches(['.', ',']).to_string())
-}
 
 /// Whether `text` is written in the reader's script (the locale's `script`: han or latin).
 /// Text that is not is the source's words in another language: a quote.
@@ -816,7 +768,9 @@ fn named_systems(text: &str, stack: &[String]) -> Vec<String> {
                     .get(i)
                     .is_none_or(|b| !b.is_ascii_alphabetic())
             };
-            if (start == 0 || bounded(start - 1)) && bounded(end) {
+            // A name starts a word ("2Triton" does not); digits may follow it (a version).
+            let starts_word = start == 0 || !lower.as_bytes()[start - 1].is_ascii_alphanumeric();
+            if starts_word && bounded(end) {
                 // Keep a version suffix: "FlashAttention-3", "FlashAttention2".
                 let tail = lower.as_bytes()[end..]
                     .iter()
@@ -830,8 +784,11 @@ fn named_systems(text: &str, stack: &[String]) -> Vec<String> {
                 } else {
                     0
                 };
-                found.push((start, end + tail));
-                break;
+                // "Triton2Triton" is a task's name, not Triton 2.
+                if bounded(end + tail) {
+                    found.push((start, end + tail));
+                    break;
+                }
             }
             from = end;
         }
@@ -888,7 +845,7 @@ const GLOSS_CHARS: usize = 30;
 /// the reader's language ("编译速度达到此前的 2.4 倍"): the figure the overview names too.
 /// One only: a second figure's words are more often a share of cases ("6.1% beat the
 /// reference by more than 10%") than a result, and a wrong gloss is worse than none.
-fn glossed_fact(sentences: &[String], t: &Locale) -> Option<String> {
+fn glossed_fact(sentences: &[String], kind: ItemKind, t: &Locale) -> Option<String> {
     sentences
         .iter()
         .flat_map(|s| {
@@ -896,11 +853,19 @@ fn glossed_fact(sentences: &[String], t: &Locale) -> Option<String> {
                 .into_iter()
                 .map(move |figure| (s, figure))
         })
-        .find_map(|(s, figure)| {
-            let clause = figure_phrase(s, &figure)?;
-            super::gloss::read(&clause, &figure)
+        .find_map(|(s, figure)| super::gloss::read(s, &figure))
+        .map(|mut fact| {
+            // A paper's or a post's multiple compared with nothing named is against its
+            // baseline: only a release has a "before" (此前) of its own.
+            if kind != ItemKind::Release
+                && fact.of.is_none()
+                && fact.direction == super::gloss::Direction::Up
+                && fact.figure.ends_with(['x', '×'])
+            {
+                fact.of = Some(super::gloss::Against::Baseline);
+            }
+            super::gloss::render(&fact, t)
         })
-        .map(|fact| super::gloss::render(&fact, t))
 }
 
 /// A release-note line said in the reader's language when each of its sentences is one of
@@ -922,7 +887,7 @@ fn glossed_change(line: &str, t: &Locale) -> Option<String> {
 /// source's own words stay in the event's body.
 fn brief(candidate: &Candidate, t: &Locale, sentences: &[String], changes: usize) -> String {
     let primary = candidate.event.primary();
-    let fact = glossed_fact(sentences, t);
+    let fact = glossed_fact(sentences, candidate.event.primary().kind, t);
     let name = short_name(candidate);
     let text = if primary.kind == ItemKind::Release {
         let changes = if changes > 0 {
@@ -1260,6 +1225,26 @@ mod tests {
     }
 
     #[test]
+    fn only_a_release_has_a_before_to_be_compared_with() {
+        let t = Locale::builtin("zh-CN");
+        let said =
+            vec!["The TMA model achieves a 1.5x speedup in matrix multiplication.".to_string()];
+        assert_eq!(
+            glossed_fact(&said, ItemKind::Release, &t).as_deref(),
+            Some("速度达到此前的 1.5 倍")
+        );
+        for kind in [ItemKind::Paper, ItemKind::Post] {
+            assert_eq!(
+                glossed_fact(&said, kind, &t).as_deref(),
+                Some("速度达到对比基线的 1.5 倍")
+            );
+        }
+        // A GPU's name is not a multiple: "MI300X" says no result.
+        assert!(!IMPACT_CUE.is_match("we benchmarked six configurations on AMD Instinct MI300X"));
+        assert!(IMPACT_CUE.is_match("a 2.4x speedup"));
+    }
+
+    #[test]
     fn what_a_post_announces_is_said_in_chinese_with_names_as_written() {
         let t = Locale::builtin("zh-CN");
         let text = "This release brings a Python front end called cuTile. Builds are faster.";
@@ -1403,6 +1388,12 @@ mod tests {
                 &stack
             ),
             vec!["FlashAttention-3", "cuDNN", "vLLM"]
+        );
+        let triton = vec!["triton".to_string()];
+        assert!(named_systems("2.75× on 20 Triton2Triton tasks", &triton).is_empty());
+        assert_eq!(
+            named_systems("Triton2 and Triton", &triton),
+            vec!["Triton2"]
         );
     }
 
@@ -1550,13 +1541,5 @@ mod tests {
             "Fused Attention Kernels for Blackwell GPUs…"
         );
         assert_eq!(without_dangling_word("Whole title".into()), "Whole title");
-        assert_eq!(
-            figure_phrase(
-                "TileFuse kernels reach 1,530 TFLOPS in BF16 at head dimension 128",
-                "1,530 TFLOPS"
-            )
-            .as_deref(),
-            Some("TileFuse kernels reach 1,530 TFLOPS in BF16…")
-        );
     }
 }
