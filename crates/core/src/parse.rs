@@ -294,7 +294,7 @@ fn to_item(entry: feed_rs::model::Entry, source: &SourceConfig, fetched_at: Date
         (_, Some(summary)) => body_text(&summary.content, summary.content_type.as_str()),
         _ => (String::new(), Vec::new()),
     };
-    text = strip_arxiv_listing_prefix(&text).to_string();
+    text = crate::text::detex(strip_arxiv_listing_prefix(&text)).into_owned();
     text = crate::text::truncate_chars(&text, MAX_TEXT_CHARS);
 
     let title = entry
@@ -306,7 +306,7 @@ fn to_item(entry: feed_rs::model::Entry, source: &SourceConfig, fetched_at: Date
             } else {
                 decode_entities(&t.content)
             };
-            collapse_whitespace(&raw)
+            collapse_whitespace(&crate::text::detex(&raw))
         })
         .filter(|t| !t.is_empty())
         .unwrap_or_else(|| crate::text::truncate_chars(&collapse_whitespace(&text), 80));

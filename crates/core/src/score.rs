@@ -99,11 +99,16 @@ pub fn quantified_results(text: &str) -> Vec<String> {
             end
         };
         let rest = &text[unit_at..];
+        let spaced = unit_at > end;
         let unit = UNITS.iter().find(|u| {
+            let multiple = matches!(**u, "x" | "×");
             rest.len() >= u.len()
                 && rest.is_char_boundary(u.len())
                 && rest[..u.len()].eq_ignore_ascii_case(u)
-                && (!u.ends_with(|c: char| c.is_ascii_alphabetic())
+                // "2× faster", not a product of dimensions ("[1 × C_o]", "1×C"): a
+                // multiple is written against its number and ends its word.
+                && !(multiple && spaced)
+                && (!(multiple || u.ends_with(|c: char| c.is_ascii_alphabetic()))
                     || !rest
                         .as_bytes()
                         .get(u.len())
@@ -396,6 +401,12 @@ mod tests {
             "Up to 40x faster, 0.2% overhead, 1.9× over FA3, 40x again, 120 TFLOPS, v3.6, 1,530 TFLOPS",
         );
         assert_eq!(q, vec!["40x", "0.2%", "1.9×", "120TFLOPS", "1,530TFLOPS"]);
+        // Products of dimensions are no multiples.
+        assert!(quantified_results("a vector [1 × C_o] and a 1×C tile, 2 x 4").is_empty());
+        assert_eq!(
+            quantified_results("1.5-2.0× faster (2×)"),
+            vec!["2.0×", "2×"]
+        );
     }
 
     #[test]

@@ -415,6 +415,48 @@ pub fn written_as_name(word: &str, text: &str) -> bool {
         })
 }
 
+/// The TeX an arXiv abstract writes inline, as a reader reads it: "\textbf{2.72}$\times$"
+/// -> "2.72×", "$10^{6}$" -> "10^6", "30\%" -> "30%", "\leq" -> "≤". Only formatting
+/// commands and symbols this field's abstracts use are read; any other command stays as
+/// written. Dollar signs go only around a short formula without spaces ("$n$", "$\times$"),
+/// so "$2 and $3" keeps its prices.
+pub fn detex(s: &str) -> std::borrow::Cow<'_, str> {
+    use std::sync::LazyLock;
+    static FORMAT: LazyLock<regex::Regex> = LazyLock::new(|| {
+        regex::Regex::new(
+            r"\\(?:textbf|textit|textrm|texttt|text|emph|mathrm|mathbf|mathit|mathsf|mathtt)\{([^{}]*)\}",
+        )
+        .expect("valid regex")
+    });
+    static COMMAND: LazyLock<regex::Regex> =
+        LazyLock::new(|| regex::Regex::new(r"\\([A-Za-z]+|%)").expect("valid regex"));
+    static SCRIPT: LazyLock<regex::Regex> =
+        LazyLock::new(|| regex::Regex::new(r"([\^_])\{([^{}\s]{1,12})\}").expect("valid regex"));
+    static INLINE: LazyLock<regex::Regex> =
+        LazyLock::new(|| regex::Regex::new(r"\$([^$\s]{1,30})\$").expect("valid regex"));
+    if !s.contains(['\\', '$']) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let s = FORMAT.replace_all(s, "$1");
+    let s = COMMAND.replace_all(&s, |c: &regex::Captures| {
+        match &c[1] {
+            "times" => "×",
+            "%" => "%",
+            "leq" | "le" => "≤",
+            "geq" | "ge" => "≥",
+            "approx" => "≈",
+            "sim" => "~",
+            "to" | "rightarrow" => "→",
+            "cdot" => "·",
+            "pm" => "±",
+            _ => return c[0].to_string(),
+        }
+        .to_string()
+    });
+    let s = SCRIPT.replace_all(&s, "$1$2");
+    std::borrow::Cow::Owned(INLINE.replace_all(&s, "$1").into_owned())
+}
+
 /// All whitespace (newlines included) collapsed to single spaces.
 pub fn collapse_whitespace(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
@@ -520,6 +562,37 @@ pub fn markdown_url(value: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn inline_tex_reads_as_text_and_prices_keep_their_dollars() {
+        for (tex, text) in [
+            (
+                r"the highest averaged median speedup of \textbf{2.72}$\times$ over baseline",
+                "the highest averaged median speedup of 2.72× over baseline",
+            ),
+            (
+                r"speedups of 1.5-2.0$\times$ with FP16",
+                "speedups of 1.5-2.0× with FP16",
+            ),
+            (
+                r"cuts memory by 30\% for $n \leq 4$",
+                "cuts memory by 30% for $n ≤ 4$",
+            ),
+            (r"a pool of $10^{6}$ tasks", "a pool of 10^6 tasks"),
+            // Other commands stay as written.
+            (
+                r"$\mathcal{O}(n)$ and \left( x \right)",
+                r"\mathcal{O}(n) and \left( x \right)",
+            ),
+            (
+                "GPUs at $2 an hour and $3 for H100s",
+                "GPUs at $2 an hour and $3 for H100s",
+            ),
+        ] {
+            assert_eq!(detex(tex), text, "{tex}");
+        }
+        assert!(matches!(detex("plain text"), std::borrow::Cow::Borrowed(_)));
+    }
+
     #[test]
     fn deep_nesting_is_flattened_before_the_parser_and_the_text_survives() {
         use super::*;

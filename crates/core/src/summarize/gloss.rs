@@ -311,8 +311,10 @@ pub fn read(sentence: &str, figure: &str) -> Option<Fact> {
         .or_else(|| CUES.iter().find(|(cue, _)| cue.is_match(&words)))
         .map(|(_, m)| *m)
         .or_else(|| (multiple && COMPARED.is_match(&words)).then_some(Metric::Speed))?;
-    if bounded && matches!(metric, Metric::Speed) {
-        return None; // "faster in less than 20% of the cases": a share of cases
+    // A bounded percentage is a share, not a result: "in less than 20% of the cases", "with
+    // less than 50% CPU usage", "over 98.5% of accuracy".
+    if bounded && percent {
+        return None;
     }
     let before_lower = before.trim_end().to_ascii_lowercase();
     let within = percent && before_lower.ends_with("within");
@@ -1002,6 +1004,11 @@ mod tests {
             (
                 "For a serving fleet, even a 1% latency or power gain matters.",
                 "1%",
+                None,
+            ),
+            (
+                "achieving a generation throughput of 5 to 12 tokens per second with less than 50% CPU and RAM usage.",
+                "50%",
                 None,
             ),
         ] {
