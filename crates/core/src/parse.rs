@@ -155,15 +155,18 @@ fn separate_shared_guids(items: &mut [Item]) {
 }
 
 /// The project's name for a release titled only by its version: the repository's name as
-/// the release notes write it ("Triton", "CUTLASS", "vLLM" for triton, cutlass, vllm), or
-/// as the repository spells it when the notes never name it.
+/// the release notes write it as a name ("Triton", "CUTLASS", "vLLM" for triton, cutlass,
+/// vllm), or as the repository spells it when the notes never capitalise it. A spelling
+/// inside a path, an image tag or an identifier ("vllm/vllm-openai:gemma4", "vllm.config")
+/// is code, not the name.
 fn project_name<'a>(repo: &'a str, notes: &'a str) -> &'a str {
     if repo.is_empty() || !repo.is_ascii() {
         return repo;
     }
     let lower = notes.to_ascii_lowercase();
     let wanted = repo.to_ascii_lowercase();
-    let word = |b: Option<&u8>| b.is_none_or(|b| !b.is_ascii_alphanumeric());
+    let word =
+        |b: Option<&u8>| b.is_none_or(|b| !(b.is_ascii_alphanumeric() || b"/:._-@".contains(b)));
     let mut from = 0;
     while let Some(at) = lower[from..].find(&wanted) {
         let start = from + at;
@@ -173,6 +176,7 @@ fn project_name<'a>(repo: &'a str, notes: &'a str) -> &'a str {
             && word(lower.as_bytes().get(end))
             && notes.is_char_boundary(start)
             && notes.is_char_boundary(end)
+            && notes[start..end].contains(|c: char| c.is_ascii_uppercase())
         {
             return &notes[start..end];
         }
@@ -531,9 +535,17 @@ mod tests {
             project_name("triton", "Triton 3.6 is the first release"),
             "Triton"
         );
+        // A spelling inside a package, path or image tag is code; the name comes after.
         assert_eq!(
             project_name("vllm", "Requires vllm-ascend; vLLM 0.12 ..."),
-            "vllm"
+            "vLLM"
+        );
+        assert_eq!(
+            project_name(
+                "vllm",
+                "Use the image vllm/vllm-openai:gemma4 or pip install vllm. vLLM 0.19 adds Gemma 4."
+            ),
+            "vLLM"
         );
         assert_eq!(
             project_name("vllm", "Works with vLLM 0.12 and later"),
@@ -547,6 +559,13 @@ mod tests {
         // repository's spelling.
         assert_eq!(project_name("nccl", "see ncclx and NCCLs"), "nccl");
         assert_eq!(project_name("speculators", "Bug fixes."), "speculators");
+        assert_eq!(
+            project_name(
+                "bitsandbytes",
+                "pip install bitsandbytes; bitsandbytes 0.39"
+            ),
+            "bitsandbytes"
+        );
         assert_eq!(project_name("triton", "Ünïcode before TRITON"), "TRITON");
     }
 
