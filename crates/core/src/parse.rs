@@ -165,15 +165,25 @@ fn project_name<'a>(repo: &'a str, notes: &'a str) -> &'a str {
     }
     let lower = notes.to_ascii_lowercase();
     let wanted = repo.to_ascii_lowercase();
-    let word =
-        |b: Option<&u8>| b.is_none_or(|b| !(b.is_ascii_alphanumeric() || b"/:._-@".contains(b)));
+    // Code joins a name to what is around it: "vllm/vllm-openai:gemma4", "vllm-ascend",
+    // "vllm.config". A colon or a full stop followed by a space ends a sentence or a label
+    // instead ("TileFlow: …", "… with vLLM.").
+    let code = |b: &u8| b.is_ascii_alphanumeric() || b"/_-@".contains(b);
+    let before_ok = |i: Option<usize>| {
+        i.is_none_or(|i| !(code(&lower.as_bytes()[i]) || b".:".contains(&lower.as_bytes()[i])))
+    };
+    let after_ok = |i: usize| match lower.as_bytes().get(i) {
+        None => true,
+        Some(b) if b".:".contains(b) => !lower.as_bytes().get(i + 1).is_some_and(code),
+        Some(b) => !code(b),
+    };
     let mut from = 0;
     while let Some(at) = lower[from..].find(&wanted) {
         let start = from + at;
         let end = start + wanted.len();
         // `lower` has the same byte offsets as `notes`: only ASCII letters change case.
-        if word(start.checked_sub(1).and_then(|i| lower.as_bytes().get(i)))
-            && word(lower.as_bytes().get(end))
+        if before_ok(start.checked_sub(1))
+            && after_ok(end)
             && notes.is_char_boundary(start)
             && notes.is_char_boundary(end)
             && notes[start..end].contains(|c: char| c.is_ascii_uppercase())
@@ -543,7 +553,7 @@ mod tests {
         assert_eq!(
             project_name(
                 "vllm",
-                "Use the image vllm/vllm-openai:gemma4 or pip install vllm. vLLM 0.19 adds Gemma 4."
+                "Use the image vllm/vllm-openai:gemma4 or vllm.entrypoints; vLLM 0.19 adds Gemma 4."
             ),
             "vLLM"
         );
@@ -567,6 +577,10 @@ mod tests {
             "bitsandbytes"
         );
         assert_eq!(project_name("triton", "Ünïcode before TRITON"), "TRITON");
+        assert_eq!(
+            project_name("tileflow", "Code for TileFlow: tiles"),
+            "TileFlow"
+        );
     }
 
     #[test]
