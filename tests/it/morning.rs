@@ -62,10 +62,17 @@ fn han(c: char) -> bool {
     ('\u{3400}'..='\u{9fff}').contains(&c)
 }
 
-/// Runs of ASCII letters: the English words of a text.
+/// English words of a text, leaving out what is a name by its form: a word with a digit
+/// or a capital after its first letter ("MI300X", "ROCm", "RCCL", "TensorRT-LLM").
 fn latin_words(text: &str) -> usize {
-    text.split(|c: char| !c.is_ascii_alphabetic())
-        .filter(|w| !w.is_empty())
+    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+        .filter(|w| w.chars().any(|c| c.is_ascii_alphabetic()))
+        .filter(|w| {
+            !w.split('-').any(|part| {
+                part.chars().any(|c| c.is_ascii_digit())
+                    || part.chars().skip(1).any(|c| c.is_ascii_uppercase())
+            })
+        })
         .count()
 }
 

@@ -363,8 +363,7 @@ pub fn headline(ordered: &[&DigestEvent], t: &Locale) -> String {
     .into_iter()
     .filter_map(|(kind, key)| {
         let n = rest(kind);
-        let form = if n == 1 { "one" } else { "other" };
-        (n > 0).then(|| t.fill(&format!("{key}_{form}"), &[("n", &n.to_string())]))
+        (n > 0).then(|| t.count(key, n))
     })
     .collect();
     if counts.is_empty() {

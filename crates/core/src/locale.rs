@@ -94,6 +94,13 @@ impl Locale {
         self.entries.get(key).map_or(key, String::as_str)
     }
 
+    /// The phrase for a count: `{key}_one` for 1, else `{key}_other`, with `{n}` filled
+    /// ("1 change to act on", "3 changes to act on").
+    pub fn count(&self, key: &str, n: usize) -> String {
+        let form = if n == 1 { "one" } else { "other" };
+        self.fill(&format!("{key}_{form}"), &[("n", &n.to_string())])
+    }
+
     /// The phrase for `key` with `{name}` placeholders replaced.
     pub fn fill(&self, key: &str, vars: &[(&str, &str)]) -> String {
         let mut s = self.get(key).to_string();
@@ -116,5 +123,7 @@ mod tests {
         assert_eq!(keys(&zh), keys(&en));
         assert_eq!(zh.fill("source_n", &[("n", "2")]), "原始来源 2");
         assert_eq!(en.get("papers"), "Papers");
+        assert_eq!(en.count("brief_changes", 1), " with 1 change to act on");
+        assert_eq!(en.count("brief_changes", 2), " with 2 changes to act on");
     }
 }

@@ -535,8 +535,111 @@ pub fn short_name(candidate: &Candidate) -> Option<String> {
     }
     let (head, _) = primary.title.split_once(':')?;
     let head = head.trim();
-    let words = head.split_whitespace().count();
-    ((1..=3).contains(&words) && head.chars().count() <= 32).then(|| head.to_string())
+    let words: Vec<&str> = head
+        .split_whitespace()
+        .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()))
+        .collect();
+    // A post's phrase before a colon is no name: "AMD in Action:", "Detailed Summary:",
+    // but "vLLM TPU:" is. A paper's head is its system's name even in plain words ("Flex
+    // Attention:").
+    let named = primary.kind == ItemKind::Paper
+        || words.len() == 1
+        || words.iter().any(|w| written_as_name(w));
+    ((1..=3).contains(&words.len()) && named && head.chars().count() <= 32)
+        .then(|| head.to_string())
+}
+
+/// The field's generic acronyms and its vendors: capitalised like names, but naming nothing
+/// in particular.
+const GENERIC_ACRONYMS: &[&str] = &[
+    "AI", "ML", "GPU", "GPUs", "CPU", "CPUs", "LLM", "LLMs", "HPC", "DNN", "DNNs", "DL", "API",
+    "APIs", "FAQ", "AMD", "NVIDIA",
+];
+
+/// Whether a word is written as a name: a capital after its first letter ("vLLM", "ROCm",
+/// "DeepseekV3", "RCCL") or letters then digits ("MI300", "H100"), in some part of a
+/// compound that is not generic ("TensorRT-LLM", "CK-Tile"; not "GPU-Initiated",
+/// "Inter-Chiplet"), and not a compound ending in a plain word ("GPU-aware") nor a
+/// quantity ("100T", "2-Bit").
+fn written_as_name(w: &str) -> bool {
+    let name_part = |part: &str| {
+        let mixed = part.chars().skip(1).any(|c| c.is_uppercase());
+        let numbered = part.contains(|c: char| c.is_ascii_digit());
+        part.starts_with(|c: char| c.is_alphabetic())
+            && (mixed || numbered)
+            && !GENERIC_ACRONYMS.contains(&part)
+    };
+    let plain_tail = w
+        .rsplit_once('-')
+        .is_some_and(|(_, tail)| tail.chars().all(|c| c.is_lowercase()));
+    w.starts_with(|c: char| c.is_alphabetic())
+        && !plain_tail
+        && !GENERIC_ACRONYMS.contains(&w)
+        && w.split('-').any(name_part)
+}
+
+/// Names a title writes, at most two: words [`written_as_name`], run together with the
+/// names and version beside them ("ROCprofiler SDK", "ROCm 6.3.1"), but not a name its
+/// source already gives ("ROCm" in a ROCm Blogs post).
+fn title_names<'a>(title: &'a str, source: &str) -> Vec<&'a str> {
+    let in_source = |w: &str| source.split_whitespace().any(|s| s.eq_ignore_ascii_case(w));
+    let is_name = |w: &str| written_as_name(w) && !in_source(w);
+    let version = |w: &str| {
+        w.starts_with(|c: char| c.is_ascii_digit())
+            && w.contains('.')
+            && w.chars().all(|c| c.is_ascii_digit() || c == '.')
+    };
+    // Each word with its byte range in `title` (a trimmed word is a slice of it).
+    let words: Vec<(usize, &str)> = title
+        .split(|c: char| c.is_whitespace() || c == '/')
+        .filter(|w| !w.is_empty())
+        .map(|w| {
+            let word = w.trim_matches(|c: char| !c.is_alphanumeric());
+            (word.as_ptr() as usize - title.as_ptr() as usize, word)
+        })
+        .collect();
+    let mut names: Vec<&str> = Vec::new();
+    let mut i = 0;
+    while i < words.len() {
+        let (start, first) = words[i];
+        if !is_name(first) {
+            i += 1;
+            continue;
+        }
+        let mut end = start + first.len();
+        i += 1;
+        // Only a space may stand between the parts of one name: "SDK - The" ends it.
+        while let Some(&(at, next)) = words.get(i) {
+            let joined = title[end..at].chars().all(char::is_whitespace);
+            if !(joined && (is_name(next) || version(next))) {
+                break;
+            }
+            end = at + next.len();
+            i += 1;
+        }
+        let name = &title[start..end];
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    names.truncate(2);
+    names
+}
+
+/// Whether a source's name names who publishes it ("NVIDIA Technical Blog", "arXiv",
+/// "heise online") rather than describing a collection in a phrase of plain words after a
+/// capital ("Systems and infrastructure news", "GPU news reading list", "Reading list").
+fn names_a_publisher(source: &str) -> bool {
+    let mut words = source.split_whitespace();
+    let first_capital = words
+        .next()
+        .is_some_and(|w| w.starts_with(|c: char| c.is_uppercase()));
+    let rest: Vec<&str> = words.collect();
+    !(first_capital
+        && !rest.is_empty()
+        && rest
+            .iter()
+            .all(|w| w.chars().all(|c| !c.is_alphabetic() || c.is_lowercase())))
 }
 
 /// A figure as a reader writes it: "1,530 TFLOPS" and "3.9 TB/s", but "40x" and "68%"
@@ -642,7 +745,7 @@ impl<'a> QuotedLead<'a> {
             ItemKind::Post => "summary_quoted_post",
         };
         let changes = if changes > 0 {
-            locale.fill("summary_changes", &[("n", &changes.to_string())])
+            locale.count("summary_changes", changes)
         } else {
             String::new()
         };
@@ -656,12 +759,22 @@ impl<'a> QuotedLead<'a> {
                 )
             }),
             // "NVIDIA 技术文章，介绍 CUDA 13.1 的 cuTile Python 等": what the post announces.
+            // Else the names its title holds: "ROCm Blogs 技术文章，涉及 MI300X、RCCL".
             ItemKind::Post => announced(
                 &primary.title,
                 candidate.event.main_text(),
                 &candidate.classification.keywords,
                 locale,
-            ),
+            )
+            .or_else(|| {
+                let names = title_names(&primary.title, &primary.source);
+                (!names.is_empty()).then(|| {
+                    locale.fill(
+                        "post_about",
+                        &[("what", &names.join(locale.get("list_separator")))],
+                    )
+                })
+            }),
             ItemKind::Release => None,
         };
         let outline = match (primary.kind, &candidate.assessment.notes) {
@@ -888,10 +1001,16 @@ fn glossed_change(line: &str, t: &Locale) -> Option<String> {
 fn brief(candidate: &Candidate, t: &Locale, sentences: &[String], changes: usize) -> String {
     let primary = candidate.event.primary();
     let fact = glossed_fact(sentences, candidate.event.primary().kind, t);
-    let name = short_name(candidate);
+    // A post without a system name before a colon is named by the names its title holds
+    // ("ROCm Blogs 关于 DeepseekV3、SGLang 的技术文章"), not left as "a post".
+    let name = short_name(candidate).or_else(|| {
+        let names = title_names(&primary.title, &primary.source);
+        (primary.kind == ItemKind::Post && !names.is_empty())
+            .then(|| names.join(t.get("list_separator")))
+    });
     let text = if primary.kind == ItemKind::Release {
         let changes = if changes > 0 {
-            t.fill("brief_changes", &[("n", &changes.to_string())])
+            t.count("brief_changes", changes)
         } else {
             String::new()
         };
@@ -902,7 +1021,7 @@ fn brief(candidate: &Candidate, t: &Locale, sentences: &[String], changes: usize
             .as_ref()
             .map_or(0, |n| n.fixes.len());
         let changes = if changes.is_empty() && fixes > 0 {
-            t.fill("brief_fixes", &[("n", &fixes.to_string())])
+            t.count("brief_fixes", fixes)
         } else {
             changes
         };
@@ -925,13 +1044,20 @@ fn brief(candidate: &Candidate, t: &Locale, sentences: &[String], changes: usize
         } else {
             "post"
         };
+        // A source that describes a collection ("Systems and infrastructure news") is no
+        // publisher to name: "a post on ROCm 6.3.1", not "Systems and infrastructure news's".
+        let anon = if names_a_publisher(&primary.source) {
+            ""
+        } else {
+            "_anon"
+        };
         let subject = match &name {
             Some(n) => t.fill(
-                &format!("brief_subject_{kind}"),
+                &format!("brief_subject_{kind}{anon}"),
                 &[("name", n), ("source", &primary.source)],
             ),
             None => t.fill(
-                &format!("brief_subject_{kind}_unnamed"),
+                &format!("brief_subject_{kind}_unnamed{anon}"),
                 &[("source", &primary.source)],
             ),
         };
@@ -1250,6 +1376,59 @@ mod tests {
             assert!(!reports_a_result(no_result), "{no_result}");
         }
         assert!(reports_a_result("a 2.4x speedup"));
+    }
+
+    #[test]
+    fn a_posts_title_names_what_it_is_about() {
+        let names = |title| title_names(title, "Tech news");
+        assert_eq!(
+            names("Optimizing DeepseekV3 Inference on SGLang Using ROCm Profiling Tools"),
+            vec!["DeepseekV3", "SGLang"]
+        );
+        assert_eq!(
+            names("Deep dive into the MI300 compute and memory partition modes"),
+            vec!["MI300"]
+        );
+        assert_eq!(names("GPU-aware MPI with ROCm"), vec!["MPI", "ROCm"]);
+        assert_eq!(names("ROCm 6.3.1 release notes"), vec!["ROCm 6.3.1"]);
+        assert_eq!(
+            names("Introducing ROCprofiler SDK - The Latest Toolkit"),
+            vec!["ROCprofiler SDK"]
+        );
+        assert_eq!(
+            names("MI300X Inter-Chiplet Bandwidth with TensorRT-LLM"),
+            vec!["MI300X", "TensorRT-LLM"]
+        );
+        assert_eq!(
+            title_names("Benchmarking using ROCm and AMD GPUs: MLPerf", "ROCm Blogs"),
+            vec!["MLPerf"]
+        );
+        assert!(names("Boosting AI Performance on GPUs: a Guide").is_empty());
+        assert!(names("Quantization Down to 2-Bit with 100T Tokens").is_empty());
+        assert_eq!(
+            names("Building NVSHMEM: GPU-Initiated Networking at 2.2k tok/s/H200"),
+            vec!["NVSHMEM", "H200"]
+        );
+    }
+
+    #[test]
+    fn a_source_that_describes_a_collection_is_not_named_as_a_publisher() {
+        for publisher in [
+            "NVIDIA Technical Blog",
+            "arXiv",
+            "heise online",
+            "ROCm Blogs",
+            "NVIDIA",
+        ] {
+            assert!(names_a_publisher(publisher), "{publisher}");
+        }
+        for collection in [
+            "Systems and infrastructure news",
+            "GPU news reading list",
+            "Reading list",
+        ] {
+            assert!(!names_a_publisher(collection), "{collection}");
+        }
     }
 
     #[test]
