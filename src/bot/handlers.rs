@@ -117,9 +117,13 @@ fn layers_text(layers: &BTreeSet<String>, t: &Locale) -> String {
     if layers.is_empty() {
         t.get("bot_all_layers").to_string()
     } else {
+        // "运行时（runtime）": the reader's name, and the id a command takes.
         layers
             .iter()
-            .cloned()
+            .map(|id| match t.layer(id) {
+                name if name == id => id.clone(),
+                name => t.fill("layer_with_id", &[("name", name), ("id", id)]),
+            })
             .collect::<Vec<_>>()
             .join(t.get("list_separator"))
     }

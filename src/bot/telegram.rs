@@ -492,7 +492,11 @@ pub fn keyboard(selected: &BTreeSet<String>, layers: &[&str], t: &Locale) -> Inl
         } else {
             "▫️"
         };
-        InlineKeyboardButton::callback(format!("{mark} {l}"), format!("{LAYER_PREFIX}{l}"))
+        // The reader's name for the layer on the button, its id in the callback.
+        InlineKeyboardButton::callback(
+            format!("{mark} {}", t.layer(l)),
+            format!("{LAYER_PREFIX}{l}"),
+        )
     };
     let mut rows: Vec<Vec<InlineKeyboardButton>> = layers
         .chunks(2)

@@ -148,7 +148,7 @@ pub async fn layer_page(
             page,
             &format!("/layer/{layer}?"),
         );
-        let vars = [("layer", layer.as_str())];
+        let vars = [("layer", t.layer(&layer))];
         blog.renderer.archive(&ArchivePage {
             title: t.fill("layer_title", &vars),
             lead: Some(t.fill("layer_lead", &vars)),
@@ -190,7 +190,7 @@ pub async fn layer_feed(State(blog): State<Arc<Blog>>, Path(layer): Path<String>
                 })
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
-        let vars = [("layer", layer.as_str())];
+        let vars = [("layer", t.layer(&layer))];
         anyhow::Ok(atom(
             &t.fill("layer_title", &vars),
             &t.fill("layer_lead", &vars),

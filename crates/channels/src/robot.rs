@@ -539,7 +539,7 @@ pub fn markdown_units(
                         esc(t.get("score")),
                         e.score,
                         esc(t.get("layers")),
-                        esc(&e.layers.join(t.get("list_separator")))
+                        esc(&t.layer_list(&e.layers))
                     )),
                     esc(&e.summary),
                     esc(t.get("why")),

@@ -94,6 +94,22 @@ impl Locale {
         self.entries.get(key).map_or(key, String::as_str)
     }
 
+    /// A layer as a reader of this language names it (`layer_name_<id>`: kernel_codegen ->
+    /// 内核代码生成); the id itself for a layer the locale does not know (a configured one).
+    pub fn layer<'a>(&'a self, id: &'a str) -> &'a str {
+        self.entries
+            .get(&format!("layer_name_{id}"))
+            .map_or(id, String::as_str)
+    }
+
+    /// An event's layers named for the reader, joined by the list separator.
+    pub fn layer_list(&self, ids: &[String]) -> String {
+        ids.iter()
+            .map(|id| self.layer(id))
+            .collect::<Vec<_>>()
+            .join(self.get("list_separator"))
+    }
+
     /// The phrase for a count: `{key}_one` for 1, else `{key}_other`, with `{n}` filled
     /// ("1 change to act on", "3 changes to act on").
     pub fn count(&self, key: &str, n: usize) -> String {
@@ -124,6 +140,9 @@ mod tests {
         assert_eq!(zh.fill("source_n", &[("n", "2")]), "原始来源 2");
         assert_eq!(en.get("papers"), "Papers");
         assert_eq!(en.count("brief_changes", 1), " with 1 change to act on");
+        let layers = ["kernel_codegen".to_string(), "robotics".to_string()];
+        assert_eq!(zh.layer_list(&layers), "内核代码生成、robotics");
+        assert_eq!(en.layer_list(&layers), "kernel_codegen, robotics");
         assert_eq!(en.count("brief_changes", 2), " with 2 changes to act on");
     }
 }

@@ -89,7 +89,7 @@ fn event_embed(n: usize, e: &DigestEvent, section: &str, footer: &str, t: &Local
         esc(&e.why_it_matters)
     );
     let mut fields = vec![
-        json!({"name": field_name(t.get("layers")), "value": field_value(&e.layers.join(t.get("list_separator"))), "inline": true}),
+        json!({"name": field_name(t.get("layers")), "value": field_value(&t.layer_list(&e.layers)), "inline": true}),
         json!({"name": field_name(t.get("score")), "value": format!("{}/100", e.score), "inline": true}),
     ];
     // Source links, as many fields as needed, each within the field value limit.

@@ -200,7 +200,7 @@ fn units(d: &Digest, t: &Locale) -> Vec<Unit> {
                     escape(t.get("score")),
                     e.score,
                     escape(t.get("layers")),
-                    escape(&e.layers.join(t.get("list_separator"))),
+                    escape(&t.layer_list(&e.layers)),
                     escape(&e.summary),
                     escape(t.get("why")),
                     escape(&e.why_it_matters),

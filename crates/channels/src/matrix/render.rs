@@ -60,7 +60,7 @@ fn units(d: &Digest, t: &Locale, site: Option<&str>) -> Vec<Unit> {
                     t.get("score"),
                     e.score,
                     t.get("layers"),
-                    e.layers.join(t.get("list_separator"))
+                    t.layer_list(&e.layers)
                 );
                 plain.push_str(&format!(
                     "{n}. {}\n{meta}\n{}\n{} {}",

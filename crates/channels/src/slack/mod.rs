@@ -201,7 +201,7 @@ fn units(d: &Digest, t: &Locale, site: Option<&str>) -> Vec<Vec<Value>> {
                     escape(&e.why_it_matters)
                 )));
                 let mut context = vec![
-                    format!("{} {}", escape(t.get("layers")), escape(&e.layers.join(t.get("list_separator")))),
+                    format!("{} {}", escape(t.get("layers")), escape(&t.layer_list(&e.layers))),
                     format!("{} *{}/100*", escape(t.get("score")), e.score),
                 ];
                 context.extend(

@@ -128,6 +128,12 @@ pub struct Renderer {
 
 /// What templates see of one event.
 #[derive(Serialize)]
+struct LayerLink {
+    id: String,
+    name: String,
+}
+
+#[derive(Serialize)]
 struct EventView {
     n: usize,
     id: String,
@@ -136,8 +142,8 @@ struct EventView {
     summary: String,
     why: String,
     layers: String,
-    /// The layer names, for pages that link each one.
-    layer_list: Vec<String>,
+    /// Each layer's id and name, for pages that link each one.
+    layer_list: Vec<LayerLink>,
     /// "Continues “…” (date)" when the event continues an earlier digest's story.
     follow_up: Option<String>,
     /// That digest on the web site, when its address is known.
@@ -366,8 +372,15 @@ impl Renderer {
             url: e.sources.first().map(|s| s.url.clone()).unwrap_or_default(),
             summary: collapse_whitespace(&e.summary),
             why: collapse_whitespace(&e.why_it_matters),
-            layers: e.layers.join(t.get("list_separator")),
-            layer_list: e.layers.clone(),
+            layers: t.layer_list(&e.layers),
+            layer_list: e
+                .layers
+                .iter()
+                .map(|id| LayerLink {
+                    id: id.clone(),
+                    name: t.layer(id).to_string(),
+                })
+                .collect(),
             follow_up: e
                 .follow_up
                 .as_ref()

@@ -544,7 +544,7 @@ pub fn short_name(candidate: &Candidate) -> Option<String> {
     // Attention:").
     let named = primary.kind == ItemKind::Paper
         || words.len() == 1
-        || words.iter().any(|w| written_as_name(w));
+        || words.iter().any(|w| name_by_form(w));
     ((1..=3).contains(&words.len()) && named && head.chars().count() <= 32)
         .then(|| head.to_string())
 }
@@ -561,7 +561,7 @@ const GENERIC_ACRONYMS: &[&str] = &[
 /// compound that is not generic ("TensorRT-LLM", "CK-Tile"; not "GPU-Initiated",
 /// "Inter-Chiplet"), and not a compound ending in a plain word ("GPU-aware") nor a
 /// quantity ("100T", "2-Bit").
-fn written_as_name(w: &str) -> bool {
+fn name_by_form(w: &str) -> bool {
     let name_part = |part: &str| {
         let mixed = part.chars().skip(1).any(|c| c.is_uppercase());
         let numbered = part.contains(|c: char| c.is_ascii_digit());
@@ -578,12 +578,12 @@ fn written_as_name(w: &str) -> bool {
         && w.split('-').any(name_part)
 }
 
-/// Names a title writes, at most two: words [`written_as_name`], run together with the
+/// Names a title writes, at most two: words [`name_by_form`], run together with the
 /// names and version beside them ("ROCprofiler SDK", "ROCm 6.3.1"), but not a name its
 /// source already gives ("ROCm" in a ROCm Blogs post).
 fn title_names<'a>(title: &'a str, source: &str) -> Vec<&'a str> {
     let in_source = |w: &str| source.split_whitespace().any(|s| s.eq_ignore_ascii_case(w));
-    let is_name = |w: &str| written_as_name(w) && !in_source(w);
+    let is_name = |w: &str| name_by_form(w) && !in_source(w);
     let version = |w: &str| {
         w.starts_with(|c: char| c.is_ascii_digit())
             && w.contains('.')
@@ -1087,10 +1087,7 @@ fn tidy_han_spacing(text: &str) -> String {
 /// The variables of the "why it matters" line for texts without an impact sentence: the
 /// kind of event, its layers (when it has any) and its quantified results.
 fn fallback_vars(candidate: &Candidate, locale: &Locale) -> Vec<(&'static str, String)> {
-    let layers = candidate
-        .classification
-        .layers
-        .join(locale.get("list_separator"));
+    let layers = locale.layer_list(&candidate.classification.layers);
     let results: Vec<&str> = candidate
         .assessment
         .quantified
@@ -1110,7 +1107,8 @@ fn fallback_vars(candidate: &Candidate, locale: &Locale) -> Vec<(&'static str, S
     let layers = if layers.is_empty() {
         String::new()
     } else {
-        locale.fill("why_layers", &[("layers", &layers)])
+        // "涉及运行时", but "涉及 robotics" for a configured layer the locale cannot name.
+        tidy_han_spacing(&locale.fill("why_layers", &[("layers", &layers)]))
     };
     vec![
         ("kind", locale.get(&kind_key(candidate)).to_string()),
@@ -1706,7 +1704,7 @@ mod tests {
         );
         assert_eq!(
             summarize(&c, &t, 300).why_it_matters,
-            "次版本发布，涉及 runtime。"
+            "次版本发布，涉及运行时。"
         );
     }
 
