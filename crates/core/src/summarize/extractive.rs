@@ -471,7 +471,11 @@ pub fn summarize_varied(
     let watch = locale.fill(
         watch_key,
         &[
-            ("title", &truncate_chars(&event.heading(), 80)),
+            // "TileFuse：代码尚未公开…", not the title cut at 80 characters mid-phrase.
+            (
+                "title",
+                &short_name(candidate).unwrap_or_else(|| truncate_chars(&event.heading(), 80)),
+            ),
             ("change", &first_change),
             ("claims", &claims.join(locale.get("list_separator"))),
         ],
