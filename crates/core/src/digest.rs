@@ -85,11 +85,12 @@ pub fn latest_complete_date(now: DateTime<Utc>, config: &Settings) -> NaiveDate 
 
 /// Clusters, classifies and scores the items; sorted by score (highest first), then id.
 pub fn candidates(
-    items: Vec<Item>,
+    mut items: Vec<Item>,
     window: &Window,
     config: &Settings,
     classifier: &Classifier,
 ) -> Vec<Candidate> {
+    crate::parse::spell_release_names(&mut items);
     let mut out: Vec<Candidate> = cluster(items, config.digest.title_similarity)
         .into_iter()
         .map(|event| {

@@ -195,6 +195,51 @@ fn project_name<'a>(repo: &'a str, notes: &'a str) -> &'a str {
     repo
 }
 
+/// A release named by its repository in lower case ("vllm v0.8.3": its notes never write
+/// the project's name as a name) takes the spelling the other items' titles of the day give
+/// it, the most frequent one ("Accelerating RLHF with vLLM", "Introducing vLLM Hardware
+/// Plugin" -> "vLLM v0.8.3"). Titles only: they are written for readers, texts hold code.
+pub fn spell_release_names(items: &mut [Item]) {
+    for i in 0..items.len() {
+        let item = &items[i];
+        let repo = item.source.rsplit('/').next().unwrap_or_default();
+        let Some(rest) = item.title.strip_prefix(repo) else {
+            continue;
+        };
+        if item.kind != ItemKind::Release
+            || !item.source.contains('/')
+            || repo.is_empty()
+            || repo.contains(|c: char| c.is_ascii_uppercase())
+            || !rest.starts_with(' ')
+        {
+            continue;
+        }
+        let mut spellings: Vec<(&str, usize)> = Vec::new();
+        for other in items.iter().filter(|o| o.kind != ItemKind::Release) {
+            for word in other.title.split_whitespace() {
+                let word = word.trim_matches(|c: char| !c.is_alphanumeric());
+                if word.eq_ignore_ascii_case(repo) && word != repo {
+                    match spellings.iter_mut().find(|(s, _)| *s == word) {
+                        Some((_, n)) => *n += 1,
+                        None => spellings.push((word, 1)),
+                    }
+                }
+            }
+        }
+        // The most frequent; the first seen on a tie.
+        let best = spellings
+            .iter()
+            .fold(None::<(&str, usize)>, |best, &(s, n)| match best {
+                Some((_, m)) if m >= n => best,
+                _ => Some((s, n)),
+            });
+        if let Some((name, _)) = best {
+            let title = format!("{name}{rest}");
+            items[i].title = title;
+        }
+    }
+}
+
 fn trim_ascii_start(bytes: &[u8]) -> &[u8] {
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     let start = bytes
@@ -510,6 +555,52 @@ mod tests {
             include: Vec::new(),
             exclude: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_release_named_in_lower_case_takes_the_days_spelling_of_its_project() {
+        let item = |source: &str, kind, title: &str| Item {
+            key: title.into(),
+            source: source.into(),
+            kind,
+            title: title.into(),
+            url: String::new(),
+            text: String::new(),
+            published: now(),
+            release: None,
+            arxiv_id: None,
+            cited_arxiv: vec![],
+        };
+        let mut items = vec![
+            item("vllm-project/vllm", ItemKind::Release, "vllm v0.8.3"),
+            item("triton-lang/triton", ItemKind::Release, "Triton 3.6.0"),
+            item(
+                "vllm-project/vllm-ascend",
+                ItemKind::Release,
+                "vllm-ascend v0.8.3",
+            ),
+            item("vLLM Blog", ItemKind::Post, "Accelerating RLHF with vLLM"),
+            item(
+                "vLLM Blog",
+                ItemKind::Post,
+                "Introducing vLLM Hardware Plugin",
+            ),
+            item(
+                "Tech news",
+                ItemKind::Post,
+                "VLLM, SGLang and triton compared",
+            ),
+        ];
+        spell_release_names(&mut items);
+        let titles: Vec<&str> = items.iter().map(|i| i.title.as_str()).collect();
+        assert_eq!(
+            &titles[..3],
+            ["vLLM v0.8.3", "Triton 3.6.0", "vllm-ascend v0.8.3"]
+        );
+        // Nothing to take: the repository's spelling stays.
+        let mut alone = vec![item("vllm-project/vllm", ItemKind::Release, "vllm v0.8.3")];
+        spell_release_names(&mut alone);
+        assert_eq!(alone[0].title, "vllm v0.8.3");
     }
 
     #[test]
