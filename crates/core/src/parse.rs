@@ -387,6 +387,8 @@ fn to_item(entry: feed_rs::model::Entry, source: &SourceConfig, fetched_at: Date
     let title = if kind == ItemKind::Release && is_bare_version(&title) {
         let repo = source.name.rsplit('/').next().unwrap_or(&source.name);
         format!("{} {title}", project_name(repo, &text))
+    } else if let Some((version, repo)) = github_page_title(&title) {
+        format!("{} {version}", project_name(repo, &text))
     } else {
         crate::text::truncate_chars(&title, MAX_TITLE_CHARS)
     };
@@ -488,6 +490,15 @@ fn announces_release(title: &str) -> bool {
 }
 
 /// "v3.6.0", "3.6.0-rc1": a title that names nothing but a version.
+/// GitHub's page title of a release, as a reading list copies it: "Release v1.11.0 ·
+/// NVIDIA/warp" gives the version and the repository's name (v1.11.0, warp).
+fn github_page_title(title: &str) -> Option<(&str, &str)> {
+    let (version, repo) = title.strip_prefix("Release ")?.split_once(" · ")?;
+    let (_, name) = repo.split_once('/')?;
+    (is_bare_version(version) && !name.is_empty() && !name.contains(char::is_whitespace))
+        .then_some((version, name))
+}
+
 fn is_bare_version(title: &str) -> bool {
     VERSION
         .find(&title.to_ascii_lowercase())
@@ -555,6 +566,16 @@ mod tests {
             include: Vec::new(),
             exclude: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_github_release_page_title_reads_as_the_project_and_version() {
+        assert_eq!(
+            github_page_title("Release v1.11.0 · NVIDIA/warp"),
+            Some(("v1.11.0", "warp"))
+        );
+        assert_eq!(github_page_title("Release notes · a blog"), None);
+        assert_eq!(github_page_title("Release v2 of our guide"), None);
     }
 
     #[test]

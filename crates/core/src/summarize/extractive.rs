@@ -635,6 +635,51 @@ fn title_names<'a>(title: &'a str, source: &str) -> Vec<&'a str> {
     names
 }
 
+/// What a title is about in the reader's words, at most two topics: its runs of two to four
+/// words that are each a word the locale glosses (`area_<word>`) or a name, one of them
+/// glossed ("LLM Inference" -> LLM 推理, "KV Cache" -> KV 缓存). Punctuation ends a run;
+/// "2-Bit" and "Layer-Discriminative" are neither, so they end one too.
+fn title_topics(title: &str, t: &Locale, text: &str, known: &[String]) -> Vec<String> {
+    let glossed = |w: &str| {
+        let key = format!("area_{}", w.to_lowercase());
+        t.has(&key) && !t.get(&key).is_empty()
+    };
+    let sayable = |w: &str| glossed(w) || name_by_form(w) || GENERIC_ACRONYMS.contains(&w);
+    let mut runs: Vec<Vec<&str>> = vec![Vec::new()];
+    for token in title.split_whitespace() {
+        let word = token.trim_matches(|c: char| !c.is_alphanumeric());
+        let run = runs.last_mut().expect("one run at least");
+        if sayable(word) && token.starts_with(|c: char| c.is_alphanumeric()) {
+            run.push(word);
+            if !token.ends_with(|c: char| c.is_alphanumeric()) {
+                runs.push(Vec::new());
+            }
+        } else if !run.is_empty() {
+            runs.push(Vec::new());
+        }
+    }
+    // A run neither starts nor ends with a conjunction: "Tracing and Profiling" is not
+    // "与性能分析".
+    let connector = |w: &&str| w.eq_ignore_ascii_case("and");
+    let mut topics: Vec<String> = runs
+        .iter_mut()
+        .map(|run| {
+            while run.first().is_some_and(connector) {
+                run.remove(0);
+            }
+            while run.last().is_some_and(connector) {
+                run.pop();
+            }
+            &*run
+        })
+        .filter(|run| (2..=4).contains(&run.len()) && run.iter().any(|w| glossed(w)))
+        .filter_map(|run| gloss::area(&run.join(" "), t, text, known))
+        .collect();
+    topics.dedup();
+    topics.truncate(2);
+    topics
+}
+
 /// Whether a source's name names who publishes it ("NVIDIA Technical Blog", "arXiv",
 /// "heise online") rather than describing a collection in a phrase of plain words after a
 /// capital ("Systems and infrastructure news", "GPU news reading list", "Reading list").
@@ -1060,12 +1105,27 @@ fn brief(candidate: &Candidate, t: &Locale, sentences: &[String], changes: usize
         } else {
             "_anon"
         };
-        let subject = match &name {
-            Some(n) => t.fill(
+        // Unnamed, it is said by what its title is about ("arXiv 上一篇关于 LLM 推理、KV 缓存的
+        // 新论文") when the locale can say that, not as only "a new paper".
+        let topics = || {
+            let topics = title_topics(
+                &primary.title,
+                t,
+                candidate.event.main_text(),
+                &candidate.classification.keywords,
+            );
+            (!topics.is_empty()).then(|| topics.join(t.get("list_separator")))
+        };
+        let subject = match (&name, name.is_none().then(topics).flatten()) {
+            (Some(n), _) => t.fill(
                 &format!("brief_subject_{kind}{anon}"),
                 &[("name", n), ("source", &primary.source)],
             ),
-            None => t.fill(
+            (None, Some(topic)) => t.fill(
+                &format!("brief_subject_{kind}_topic{anon}"),
+                &[("name", &topic), ("source", &primary.source)],
+            ),
+            (None, None) => t.fill(
                 &format!("brief_subject_{kind}_unnamed{anon}"),
                 &[("source", &primary.source)],
             ),
@@ -1411,6 +1471,18 @@ mod tests {
             vec!["MLPerf"]
         );
         assert!(names("Boosting AI Performance on GPUs: a Guide").is_empty());
+        let zh = Locale::builtin("zh-CN");
+        assert_eq!(
+            title_topics(
+                "Pushing the Limits of LLM Inference via 2-Bit Layer-Discriminative KV Cache",
+                &zh,
+                "",
+                &[]
+            ),
+            vec!["LLM 推理", "KV 缓存"]
+        );
+        assert!(title_topics("Efficient Communication: a Study", &zh, "", &[]).is_empty());
+        assert!(title_topics("Application Tracing and Profiling", &zh, "", &[]).is_empty());
         assert!(names("Quantization Down to 2-Bit with 100T Tokens").is_empty());
         assert_eq!(
             names("Building NVSHMEM: GPU-Initiated Networking at 2.2k tok/s/H200"),
