@@ -434,13 +434,15 @@ pub fn summarize_varied(
         join_clauses(&parts, locale)
     });
 
-    let brief = brief(candidate, locale, &sentences, all_changes.len());
+    // The main result with what it measures: the overview's clause and the watch item say it.
+    let fact = glossed_fact(&sentences, event.primary().kind, locale);
+    let brief = brief(candidate, locale, fact.clone(), all_changes.len());
     // What to follow, specific to the event: the changed default to check, the first
     // change to plan for, the fix that makes upgrading urgent, or the results a reader
     // would want reproduced.
     // The main result with what it measures (「延迟降低 6 倍」) when it can be said, else
     // the first two figures as written.
-    let claims: Vec<String> = match glossed_fact(&sentences, event.primary().kind, locale) {
+    let claims: Vec<String> = match fact {
         Some(fact) => vec![locale.fill("quote", &[("text", &fact)])],
         None => candidate
             .assessment
@@ -1052,9 +1054,8 @@ fn glossed_change(line: &str, t: &Locale) -> Option<String> {
 /// name, how many changes it asks of its users, and its main reported figure with what the
 /// figure measures ("CUTLASS 5.0.0 发布，含 5 项需处理的变化，编译速度达到此前的 2.4 倍"). The
 /// source's own words stay in the event's body.
-fn brief(candidate: &Candidate, t: &Locale, sentences: &[String], changes: usize) -> String {
+fn brief(candidate: &Candidate, t: &Locale, fact: Option<String>, changes: usize) -> String {
     let primary = candidate.event.primary();
-    let fact = glossed_fact(sentences, candidate.event.primary().kind, t);
     // A post without a system name before a colon is named by the names its title holds
     // ("ROCm Blogs 关于 DeepseekV3、SGLang 的技术文章"), not left as "a post".
     let name = short_name(candidate).or_else(|| {
