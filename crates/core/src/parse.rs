@@ -202,12 +202,13 @@ fn project_name<'a>(repo: &'a str, notes: &'a str) -> &'a str {
 pub fn spell_release_names(items: &mut [Item]) {
     for i in 0..items.len() {
         let item = &items[i];
-        let repo = item.source.rsplit('/').next().unwrap_or_default();
+        let Some((_, repo)) = item.source.rsplit_once('/') else {
+            continue;
+        };
         let Some(rest) = item.title.strip_prefix(repo) else {
             continue;
         };
         if item.kind != ItemKind::Release
-            || !item.source.contains('/')
             || repo.is_empty()
             || repo.contains(|c: char| c.is_ascii_uppercase())
             || !rest.starts_with(' ')
@@ -226,14 +227,8 @@ pub fn spell_release_names(items: &mut [Item]) {
                 }
             }
         }
-        // The most frequent; the first seen on a tie.
-        let best = spellings
-            .iter()
-            .fold(None::<(&str, usize)>, |best, &(s, n)| match best {
-                Some((_, m)) if m >= n => best,
-                _ => Some((s, n)),
-            });
-        if let Some((name, _)) = best {
+        // The most frequent; the first seen on a tie (max_by_key keeps the last maximum).
+        if let Some(&(name, _)) = spellings.iter().rev().max_by_key(|(_, n)| *n) {
             let title = format!("{name}{rest}");
             items[i].title = title;
         }
@@ -499,7 +494,7 @@ fn github_page_title(title: &str) -> Option<(&str, &str)> {
         .then_some((version, name))
 }
 
-fn is_bare_version(title: &str) -> bool {
+pub(crate) fn is_bare_version(title: &str) -> bool {
     VERSION
         .find(&title.to_ascii_lowercase())
         .is_some_and(|m| m.start() == 0 && m.end() == title.len())

@@ -24,7 +24,7 @@ use regex::Regex;
 use super::gloss;
 use crate::digest::Candidate;
 use crate::locale::Locale;
-use crate::model::{EventText, ItemKind, ReleaseLevel};
+use crate::model::{EventText, Item, ItemKind, ReleaseLevel};
 use crate::release_notes;
 use crate::text::{truncate_chars, truncate_outside_parens};
 
@@ -595,11 +595,6 @@ fn name_by_form(w: &str) -> bool {
 fn title_names<'a>(title: &'a str, source: &str) -> Vec<&'a str> {
     let in_source = |w: &str| source.split_whitespace().any(|s| s.eq_ignore_ascii_case(w));
     let is_name = |w: &str| name_by_form(w) && !in_source(w);
-    let version = |w: &str| {
-        w.starts_with(|c: char| c.is_ascii_digit())
-            && w.contains('.')
-            && w.chars().all(|c| c.is_ascii_digit() || c == '.')
-    };
     // Each word with its byte range in `title` (a trimmed word is a slice of it).
     let words: Vec<(usize, &str)> = title
         .split(|c: char| c.is_whitespace() || c == '/')
@@ -622,7 +617,7 @@ fn title_names<'a>(title: &'a str, source: &str) -> Vec<&'a str> {
         // Only a space may stand between the parts of one name: "SDK - The" ends it.
         while let Some(&(at, next)) = words.get(i) {
             let joined = title[end..at].chars().all(char::is_whitespace);
-            if !(joined && (is_name(next) || version(next))) {
+            if !(joined && (is_name(next) || crate::parse::is_bare_version(next))) {
                 break;
             }
             end = at + next.len();
@@ -635,6 +630,12 @@ fn title_names<'a>(title: &'a str, source: &str) -> Vec<&'a str> {
     }
     names.truncate(2);
     names
+}
+
+/// The names a post's title holds ([`title_names`]) as a list in the reader's language.
+fn said_title_names(primary: &Item, t: &Locale) -> Option<String> {
+    let names = title_names(&primary.title, &primary.source);
+    (!names.is_empty()).then(|| names.join(t.get("list_separator")))
 }
 
 /// What a title is about in the reader's words, at most two topics: its runs of two to four
@@ -823,13 +824,8 @@ impl<'a> QuotedLead<'a> {
                 locale,
             )
             .or_else(|| {
-                let names = title_names(&primary.title, &primary.source);
-                (!names.is_empty()).then(|| {
-                    locale.fill(
-                        "post_about",
-                        &[("what", &names.join(locale.get("list_separator")))],
-                    )
-                })
+                said_title_names(primary, locale)
+                    .map(|names| locale.fill("post_about", &[("what", &names)]))
             }),
             ItemKind::Release => None,
         };
@@ -1059,9 +1055,9 @@ fn brief(candidate: &Candidate, t: &Locale, fact: Option<String>, changes: usize
     // A post without a system name before a colon is named by the names its title holds
     // ("ROCm Blogs 关于 DeepseekV3、SGLang 的技术文章"), not left as "a post".
     let name = short_name(candidate).or_else(|| {
-        let names = title_names(&primary.title, &primary.source);
-        (primary.kind == ItemKind::Post && !names.is_empty())
-            .then(|| names.join(t.get("list_separator")))
+        (primary.kind == ItemKind::Post)
+            .then(|| said_title_names(primary, t))
+            .flatten()
     });
     let text = if primary.kind == ItemKind::Release {
         let changes = if changes > 0 {
