@@ -189,15 +189,53 @@ pub fn read(text: &str) -> ReleaseNotes {
         // Changed defaults and semantics count wherever they are written, in plain lines
         // as under any heading but a breaking one (whose lines count already).
         if section != Section::Breaking {
-            for sentence in sentences(line) {
-                if changes_behaviour(sentence, section == Section::Fixes) {
-                    notes.behaviour.push(sentence.to_string());
+            let parts = sentences(line);
+            for (i, sentence) in parts.iter().enumerate() {
+                if !changes_behaviour(sentence, section == Section::Fixes) {
+                    continue;
+                }
+                let change = explained(&parts, i);
+                // A caption's explanation that is itself a change is said once, with it.
+                if !notes
+                    .behaviour
+                    .last()
+                    .is_some_and(|b| b.contains(*sentence))
+                {
+                    notes.behaviour.push(change);
                 }
             }
         }
     }
     notes.areas.retain(|a| a.lines > 0);
     notes
+}
+
+/// The change the `i`th sentence of a line says, with the sentence after it when it is
+/// the line's caption: a list item's bold lead-in ("**CUDA 13 wheels by default.** The
+/// Linux wheels on PyPI are now built against CUDA 13.0.") names the change in a few words
+/// without a verb, and alone says little.
+fn explained(parts: &[&str], i: usize) -> String {
+    match parts.get(i + 1) {
+        Some(next) if i == 0 && is_caption(parts[0]) => format!("{} {next}", parts[0]),
+        _ => parts[i].to_string(),
+    }
+}
+
+/// A sentence of at most six words without a verb that says what it states: "CUDA 13
+/// wheels by default.", not "Python 3.9 is no longer supported.".
+fn is_caption(sentence: &str) -> bool {
+    const STATES: &[&str] = &[
+        "is", "are", "was", "were", "has", "have", "had", "will", "can", "now", "no", "not",
+        "does", "do", "must", "should", "may",
+    ];
+    let words: Vec<String> = sentence
+        .split_whitespace()
+        .map(|w| {
+            w.trim_matches(|c: char| !c.is_alphanumeric())
+                .to_ascii_lowercase()
+        })
+        .collect();
+    words.len() <= 6 && !words.iter().any(|w| STATES.contains(&w.as_str()))
 }
 
 /// Whether a heading names a part of the project: not the release's own title (it holds a
@@ -359,7 +397,13 @@ mod tests {
             ]
         );
         let p = read(PYTORCH);
-        assert_eq!(p.behaviour, ["CUDA 13 wheels by default."]);
+        // The bold caption of a list item comes with the sentence that explains it.
+        assert_eq!(
+            p.behaviour,
+            [
+                "CUDA 13 wheels by default. The Linux wheels on PyPI are now built against CUDA 13.0."
+            ]
+        );
         assert_eq!(p.breaking.len(), 1);
         assert_eq!(p.deprecations, ["torch.jit.script is deprecated (#170001)"]);
         assert_eq!(p.performance.len(), 1);
@@ -367,7 +411,21 @@ mod tests {
             p.changes_to_act_on(),
             [
                 "torch.export.export defaults to strict=False. Pass strict=True to get the old tracer back (#169951)",
-                "CUDA 13 wheels by default."
+                "CUDA 13 wheels by default. The Linux wheels on PyPI are now built against CUDA 13.0."
+            ]
+        );
+    }
+
+    #[test]
+    fn a_caption_is_said_with_its_explanation_and_a_short_sentence_alone() {
+        let n = read(
+            "Highlights\n- Relaxed atomics by default. tl.atomic_add and tl.atomic_cas use sem=\"relaxed\" unless told otherwise.\n- Python 3.9 is no longer supported. Wheels are built for 3.10 to 3.13.",
+        );
+        assert_eq!(
+            n.behaviour,
+            [
+                "Relaxed atomics by default. tl.atomic_add and tl.atomic_cas use sem=\"relaxed\" unless told otherwise.",
+                "Python 3.9 is no longer supported."
             ]
         );
     }

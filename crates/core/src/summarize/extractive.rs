@@ -441,15 +441,15 @@ pub fn summarize_varied(
     // change to plan for, the fix that makes upgrading urgent, or the results a reader
     // would want reproduced.
     // The main result with what it measures (「延迟降低 6 倍」) when it can be said, else
-    // the first two figures as written.
+    // the first sentence that holds a result, as written: a bare 「71.4%」 says nothing of
+    // what was measured, and the sentence may stress another figure ("…, but only 23.8%").
     let claims: Vec<String> = match fact {
         Some(fact) => vec![locale.fill("quote", &[("text", &fact)])],
-        None => candidate
-            .assessment
-            .quantified
+        None => sentences
             .iter()
-            .take(2)
-            .map(|q| locale.fill("quote", &[("text", &spaced_figure(q))]))
+            .find(|s| !crate::score::quantified_results(s).is_empty())
+            .map(|s| locale.fill("quote", &[("text", &truncate_chars(s, 100))]))
+            .into_iter()
             .collect(),
     };
     let has_claims = !claims.is_empty();

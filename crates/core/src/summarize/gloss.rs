@@ -106,9 +106,10 @@ static CUES: LazyLock<Vec<(Regex, Metric)>> = LazyLock::new(|| {
         (r"throughput", Metric::Throughput),
         (r"memory|\bhbm\b|vram|footprint", Metric::Memory),
         // Not "accuracy": in this field it is a model's accuracy kept under quantization
-        // ("recovering 98.5% of accuracy"), not a share of tasks passed.
+        // ("recovering 98.5% of accuracy"), not a share of tasks passed. Nor "incorrect":
+        // "31% of incorrect submissions" is a share of the failures.
         (
-            r"correct|\bpass(?:es|ed)?\b|pass rate|success|solve",
+            r"\bcorrect|\bpass(?:es|ed)?\b|pass rate|success|solve",
             Metric::PassRate,
         ),
         (r"overhead", Metric::Overhead),
@@ -209,7 +210,15 @@ struct Window<'a> {
     written: &'a str,
     after: String,
     from_range: bool,
+    /// The figure is a foil to the next one: "correct kernels for 71.4% of tasks, but only
+    /// 23.8% …": what the sentence stresses is the figure after "but only".
+    foil: bool,
 }
+
+/// The words between a foil and the figure the sentence stresses ("…, but only").
+static FOIL: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)\b(?:but|yet|whereas|while)\s+(?:only|just|merely)\s*$").expect("valid regex")
+});
 
 /// Words kept after a figure in a [`Window`].
 const WINDOW_WORDS_AFTER: usize = 6;
@@ -243,11 +252,15 @@ fn window<'a>(sentence: &'a str, figure: &str) -> Option<Window<'a>> {
         .split_whitespace()
         .take(WINDOW_WORDS_AFTER)
         .collect();
+    let foil = ANY_FIGURE
+        .find(rest)
+        .is_some_and(|next| FOIL.is_match(&rest[..next.start()]));
     Some(Window {
         before,
         written,
         after: format!(" {}", after.join(" ")),
         from_range,
+        foil,
     })
 }
 
@@ -272,8 +285,14 @@ fn lower_is_better(metric: Metric) -> bool {
 pub fn read(sentence: &str, figure: &str) -> Option<Fact> {
     let w = window(sentence, figure)?;
     let after_lower = w.after.to_ascii_lowercase();
-    // "1.3×–1.8×": the upper end says it.
-    if after_lower.trim_start().starts_with(['-', '–'])
+    // A foil is not the result, and "23.8% of tasks are both correct and at least as fast"
+    // measures two things, of which the words before "and" say one.
+    if w.foil || after_lower.split_whitespace().any(|w| w == "both") {
+        return None;
+    }
+    // "1.3×–1.8×", "from 14.2% to 23.8%": the upper end says it.
+    if after_lower.trim() == "to"
+        || after_lower.trim_start().starts_with(['-', '–'])
         || after_lower.trim_start().starts_with("to ")
             && after_lower.trim_start()[3..].starts_with(|c: char| c.is_ascii_digit())
     {
@@ -295,6 +314,10 @@ pub fn read(sentence: &str, figure: &str) -> Option<Fact> {
         .find(w.before)
         .map_or(w.before, |m| &w.before[..m.start()]);
     let words = format!("{before} {}{}", w.written, w.after);
+    // "the correct-and-fast rate" measures two things at once, like "both … and".
+    if words.contains("-and-") {
+        return None;
+    }
     // What is measured is said next to the figure: the words since the last "and" before
     // it and three after it ("delivers up to 1.79x speedup over", not the "bandwidth" of
     // the clause's first half; "23% higher throughput than", not the "compilers" after).
@@ -1009,6 +1032,38 @@ mod tests {
             (
                 "achieving a generation throughput of 5 to 12 tokens per second with less than 50% CPU and RAM usage.",
                 "50%",
+                None,
+            ),
+            // Where a change started.
+            (
+                "Giving agents profiler access raises the correct-and-fast rate from 14.2% to 23.8%, whereas doubling the token budget without tools adds fewer than 2 points.",
+                "14.2%",
+                None,
+            ),
+            (
+                "Giving agents profiler access raises the correct-and-fast rate from 14.2% to 23.8%, whereas doubling the token budget without tools adds fewer than 2 points.",
+                "23.8%",
+                None,
+            ),
+            (
+                "The most common failures are silent numerical errors on edge-case shapes (31% of incorrect submissions) and autotuning configurations that overfit to a single shape.",
+                "31%",
+                None,
+            ),
+            // A foil ("but only" follows it) and a measure of two things at once.
+            (
+                "The strongest agent produces correct kernels for 71.4% of tasks, but only 23.8% of tasks are both correct and at least as fast as the reference, and just 6.1% beat the reference by more than 10%.",
+                "71.4%",
+                None,
+            ),
+            (
+                "The strongest agent produces correct kernels for 71.4% of tasks, but only 23.8% of tasks are both correct and at least as fast as the reference, and just 6.1% beat the reference by more than 10%.",
+                "23.8%",
+                None,
+            ),
+            (
+                "The strongest agent produces correct kernels for 71.4% of tasks, but only 23.8% of tasks are both correct and at least as fast as the reference, and just 6.1% beat the reference by more than 10%.",
+                "6.1%",
                 None,
             ),
         ] {
