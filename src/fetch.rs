@@ -16,7 +16,7 @@ use tokio::io::AsyncReadExt;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
-use crate::model::Validators;
+use crate::model::{FailureKind, Validators};
 use crate::netguard::Guard;
 use crate::settings::{FetchConfig, SourceConfig, SourceLocation};
 
@@ -60,6 +60,20 @@ pub enum FetchError {
 }
 
 impl FetchError {
+    /// What a reader is told kept the source out (the details stay with the operator).
+    pub fn kind(&self) -> FailureKind {
+        match self {
+            FetchError::Timeout(_)
+            | FetchError::Transport(_)
+            | FetchError::File { .. }
+            | FetchError::HostBusy { .. } => FailureKind::Unreachable,
+            FetchError::Status { .. }
+            | FetchError::TooManyRedirects(_)
+            | FetchError::PrivateNetwork(_) => FailureKind::Refused,
+            FetchError::TooLarge(_) => FailureKind::TooLarge,
+        }
+    }
+
     fn status(status: StatusCode, attempts: u32) -> FetchError {
         let reason = status.canonical_reason().unwrap_or("");
         let hint = match status.as_u16() {

@@ -9,7 +9,7 @@ use crate::config::Config;
 use crate::digest::{self, Assembly};
 use crate::fetch::{FetchOutcome, Fetcher};
 use crate::locale::Locale;
-use crate::model::{Digest, FailedSource, Window};
+use crate::model::{Digest, FailedSource, FailureKind, Window};
 use crate::parse::parse_feed;
 use crate::store::Store;
 use crate::summarize;
@@ -101,6 +101,7 @@ pub async fn refresh_sources(
                     h.last_error.as_deref().unwrap_or("unknown"),
                     next.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
                 ),
+                kind: FailureKind::BackingOff,
             }),
             _ => due.push(source.clone()),
         }
@@ -111,7 +112,7 @@ pub async fn refresh_sources(
     }
     let results = fetcher.fetch_all(&due, &validators, progress).await;
     for (source, result) in due.iter().zip(results) {
-        let error = match result.outcome {
+        let (error, kind) = match result.outcome {
             Ok(FetchOutcome::NotModified) => {
                 tracing::info!(message = "Source not modified", source = %source.name);
                 store
@@ -127,9 +128,12 @@ pub async fn refresh_sources(
                 // A parse that finished but took longer than the budget fails too: the
                 // answer must not depend on when the timer was first looked at.
                 let budget = config.fetch.parse_budget;
-                let over = format!(
-                    "Parsing took longer than {:.1} s (fetch.parse_budget_secs); the feed is too large or too deeply nested",
-                    budget.as_secs_f64()
+                let over = (
+                    format!(
+                        "Parsing took longer than {:.1} s (fetch.parse_budget_secs); the feed is too large or too deeply nested",
+                        budget.as_secs_f64()
+                    ),
+                    FailureKind::TooLarge,
                 );
                 let started = std::time::Instant::now();
                 let parse = tokio::task::spawn_blocking(move || {
@@ -139,7 +143,7 @@ pub async fn refresh_sources(
                 let parsed = match tokio::time::timeout(budget, parse).await {
                     Ok(joined) => match joined? {
                         (_, took) if took > budget => Err(over),
-                        (items, _) => items.map_err(|e| e.to_string()),
+                        (items, _) => items.map_err(|e| (e.to_string(), e.kind())),
                     },
                     Err(_) => Err(over),
                 };
@@ -156,10 +160,10 @@ pub async fn refresh_sources(
                             .await?;
                         continue;
                     }
-                    Err(e) => e.to_string(),
+                    Err(failure) => failure,
                 }
             }
-            Err(e) => e.to_string(),
+            Err(e) => (e.to_string(), e.kind()),
         };
         tracing::warn!(message = "Source failed", source = %source.name, error = %error);
         store
@@ -168,6 +172,7 @@ pub async fn refresh_sources(
         failed.push(FailedSource {
             source: source.name.clone(),
             error,
+            kind,
         });
     }
     Ok(failed)
@@ -313,6 +318,7 @@ mod tests {
             .map(|i| FailedSource {
                 source: format!("s{i}"),
                 error: "timed out".into(),
+                kind: FailureKind::Unreachable,
             })
             .collect()
     }

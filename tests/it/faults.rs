@@ -4,6 +4,7 @@
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
+use kdigest::model::FailureKind;
 use kdigest::pipeline;
 
 use kdigest_testkit::TestApp;
@@ -47,6 +48,27 @@ async fn every_broken_source_is_named_and_the_digest_still_completes() {
         "fetch phase took {elapsed:?} with a 2 s timeout"
     );
 
+    // What a reader is told of each, whatever the details say.
+    let kind_of = |name: &str| {
+        digest
+            .failed_sources
+            .iter()
+            .find(|f| f.source == name)
+            .map(|f| f.kind)
+    };
+    for (names, kind) in [
+        (&["hang", "drip", "nofile"][..], FailureKind::Unreachable),
+        (&["huge", "bomb"][..], FailureKind::TooLarge),
+        (
+            &["loop", "missing", "error", "slow429"][..],
+            FailureKind::Refused,
+        ),
+        (&["html", "empty"][..], FailureKind::NotAFeed),
+    ] {
+        for name in names {
+            assert_eq!(kind_of(name), Some(kind), "{name}");
+        }
+    }
     let error_of = |name: &str| {
         digest
             .failed_sources

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use kdigest::classify::Classifier;
 use kdigest::digest::{self, candidates, window_for};
 use kdigest::locale::Locale;
-use kdigest::model::{Digest, Filter, ItemKind, Score};
+use kdigest::model::{Digest, FailureKind, Filter, ItemKind, Score};
 use kdigest::pipeline;
 
 use kdigest_testkit::TestApp;
@@ -110,6 +110,27 @@ async fn counts_failures_and_layers_are_reported() {
         "{:?}",
         d.failed_sources
     );
+    // A reader is told why in the reader's language; the parser's English stays in the
+    // error, for the operator.
+    assert_eq!(d.failed_sources[0].kind, FailureKind::NotAFeed);
+    for (lang, said) in [
+        (
+            "zh-CN",
+            "抓取失败：Example Compiler Weekly（返回的内容不是有效的 RSS、Atom 或 JSON 订阅源）",
+        ),
+        (
+            "en",
+            "Failed sources: Example Compiler Weekly (what it returned is not a valid RSS, Atom or JSON feed)",
+        ),
+    ] {
+        let md = kdigest::render::Renderer::new(lang, None)
+            .unwrap()
+            .render(&d.clone().in_language(lang), kdigest::render::Format::Md)
+            .unwrap()
+            .concat();
+        assert!(md.contains(said), "{md}");
+        assert!(!md.contains("Parser error"), "{md}");
+    }
     let layers_of = |prefix: &str| {
         d.events()
             .find(|e| e.title.starts_with(prefix))

@@ -241,6 +241,7 @@ fn generated_digest(g: &mut Gen, language: &str) -> Digest {
         failed_sources: vec![FailedSource {
             source: g.text(30),
             error: g.text(300),
+            kind: Default::default(),
         }],
         llm_fallbacks: 0,
         llm_usage: None,

@@ -256,6 +256,8 @@ async fn a_failing_source_is_backed_off_named_in_the_digest_and_listed() {
         failed.contains("Not fetched: 3 failures in a row") && failed.contains("next try after"),
         "{failed}"
     );
+    // The JSON form names the kind a reader's notes say ("skipped after failing …").
+    assert!(failed.contains(r#""kind":"backing_off""#), "{failed}");
 }
 
 #[test]

@@ -329,7 +329,45 @@ pub struct SourceCount {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FailedSource {
     pub source: String,
+    /// The details, for operators (logs, `kdigest status`, the JSON form).
     pub error: String,
+    /// Why, in words a reader's locale says (`failed_<kind>`): a zh-CN reader is not handed
+    /// a parser's English message.
+    #[serde(default)]
+    pub kind: FailureKind,
+}
+
+/// What kind of failure kept a source out of a digest.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureKind {
+    /// Timed out, could not connect, or the file could not be read.
+    Unreachable,
+    /// An HTTP error status, a redirect loop, or a target the configuration refuses.
+    Refused,
+    /// The answer was not a feed: empty, an HTML page, or XML/JSON that does not parse.
+    NotAFeed,
+    /// Larger than the fetch limits, or slower to parse than its budget.
+    TooLarge,
+    /// Not fetched this run: it failed several times in a row and waits out its backoff.
+    BackingOff,
+    /// Anything else, and digests stored before kinds were recorded: the details are shown.
+    #[default]
+    Other,
+}
+
+impl FailureKind {
+    /// The locale key of its words; None for [`FailureKind::Other`], said by its details.
+    pub fn locale_key(self) -> Option<&'static str> {
+        match self {
+            FailureKind::Unreachable => Some("failed_unreachable"),
+            FailureKind::Refused => Some("failed_refused"),
+            FailureKind::NotAFeed => Some("failed_not_a_feed"),
+            FailureKind::TooLarge => Some("failed_too_large"),
+            FailureKind::BackingOff => Some("failed_backing_off"),
+            FailureKind::Other => None,
+        }
+    }
 }
 
 /// One day's digest. The JSON form is documented in docs/digest-json.md.

@@ -12,7 +12,7 @@ use chrono::{DateTime, Utc};
 use regex::Regex;
 use sha2::{Digest as _, Sha256};
 
-use crate::model::{Item, ItemKind, ReleaseLevel, SourceKind};
+use crate::model::{FailureKind, Item, ItemKind, ReleaseLevel, SourceKind};
 use crate::settings::SourceConfig;
 use crate::text::{collapse_whitespace, decode_entities, html_to_text, normalize_url};
 
@@ -33,6 +33,13 @@ pub enum ParseError {
     HtmlPage,
     #[error("Not a valid feed: {0}")]
     Invalid(String),
+}
+
+impl ParseError {
+    /// Every way of not being a feed is one kind to a reader.
+    pub fn kind(&self) -> FailureKind {
+        FailureKind::NotAFeed
+    }
 }
 
 static VERSION: LazyLock<Regex> = LazyLock::new(|| {

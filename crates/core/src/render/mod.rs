@@ -529,7 +529,13 @@ pub fn notes(d: &Digest, t: &Locale) -> Vec<String> {
         let failed: Vec<String> = d
             .failed_sources
             .iter()
-            .map(|f| format!("{} ({})", f.source, f.error))
+            .map(|f| {
+                let reason = f.kind.locale_key().map_or(f.error.as_str(), |k| t.get(k));
+                t.fill(
+                    "failed_source",
+                    &[("source", &f.source), ("reason", &reason)],
+                )
+            })
             .collect();
         lines.push(format!(
             "{}{}",
