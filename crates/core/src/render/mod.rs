@@ -533,7 +533,7 @@ pub fn notes(d: &Digest, t: &Locale) -> Vec<String> {
                 let reason = f.kind.locale_key().map_or(f.error.as_str(), |k| t.get(k));
                 t.fill(
                     "failed_source",
-                    &[("source", &f.source), ("reason", &reason)],
+                    &[("source", &f.source), ("reason", reason)],
                 )
             })
             .collect();
