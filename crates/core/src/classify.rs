@@ -414,6 +414,7 @@ mod tests {
                 release: None,
                 arxiv_id: None,
                 cited_arxiv: vec![],
+                links: vec![],
             }],
         }
     }

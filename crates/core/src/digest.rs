@@ -541,6 +541,7 @@ mod tests {
             release: None,
             arxiv_id: None,
             cited_arxiv: vec![],
+            links: vec![],
         };
         let items = vec![
             item(

@@ -777,6 +777,7 @@ mod tests {
             release: None,
             arxiv_id: None,
             cited_arxiv: vec![],
+            links: vec![],
         }
     }
 

@@ -73,6 +73,10 @@ pub struct Item {
     /// arXiv ids this item links to (a blog post about a paper).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cited_arxiv: Vec<String>,
+    /// Other pages its text links to, normalised (release notes pointing to "our blog", a
+    /// post linking the project's repository); at most [`crate::parse::MAX_LINKS`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub links: Vec<String>,
 }
 
 /// Items about the same thing, primary item first (the one whose title the event shows).

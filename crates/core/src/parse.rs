@@ -21,6 +21,9 @@ pub const MAX_TEXT_CHARS: usize = 12_000;
 /// Longest title kept (a real one is under 200 characters; a hostile feed's title of a
 /// megabyte became 258 Telegram messages). Cut at a word boundary with '…'.
 pub const MAX_TITLE_CHARS: usize = 300;
+/// Most links kept of one item's text: enough for release notes and a post's references,
+/// bounded for a hostile feed.
+pub const MAX_LINKS: usize = 64;
 /// Longest link kept; a longer one is dropped (a cut URL is a broken link), and the item is
 /// shown without one.
 pub const MAX_URL_CHARS: usize = 2_048;
@@ -405,6 +408,15 @@ fn to_item(entry: feed_rs::model::Entry, source: &SourceConfig, fetched_at: Date
     if let Some(own) = &arxiv {
         cited_arxiv.retain(|c| c != own);
     }
+    let mut links: Vec<String> = links
+        .iter()
+        .filter(|l| arxiv_id(l).is_none())
+        .filter_map(|l| normalize_url(l))
+        .filter(|l| *l != url)
+        .collect();
+    links.sort();
+    links.dedup();
+    links.truncate(MAX_LINKS);
 
     let key = item_key(&arxiv, kind, &url, &entry.id, source, &title, &text);
     let published = entry
@@ -423,6 +435,7 @@ fn to_item(entry: feed_rs::model::Entry, source: &SourceConfig, fetched_at: Date
         release,
         arxiv_id: if kind == ItemKind::Paper { arxiv } else { None },
         cited_arxiv,
+        links,
     }
 }
 
@@ -593,6 +606,7 @@ mod tests {
             release: None,
             arxiv_id: None,
             cited_arxiv: vec![],
+            links: vec![],
         };
         let mut items = vec![
             item("vllm-project/vllm", ItemKind::Release, "vllm v0.8.3"),

@@ -22,6 +22,7 @@ pub fn candidate(kind: ItemKind, text: &str, layers: &[&str]) -> Candidate {
         release: (kind == ItemKind::Release).then_some(ReleaseLevel::Minor),
         arxiv_id: None,
         cited_arxiv: vec![],
+        links: vec![],
     };
     Candidate {
         event: Event {

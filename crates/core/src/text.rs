@@ -398,6 +398,13 @@ pub fn has_word(text: &str, word: &str) -> bool {
     whole_words(text, word).next().is_some()
 }
 
+/// Words written like names that name no one thing: a title's "LLM" or "GPU" is not what
+/// it is about, and two texts that both write "LLM" are not about the same thing.
+pub const GENERIC_ACRONYMS: &[&str] = &[
+    "AI", "ML", "GPU", "GPUs", "CPU", "CPUs", "LLM", "LLMs", "HPC", "DNN", "DNNs", "DL", "API",
+    "APIs", "FAQ", "AMD", "NVIDIA",
+];
+
 /// Whether `text` writes the capitalised `word` as a name: never in lower case ("Support",
 /// "Performance" are words that a heading or a Title Case title capitalises), and
 /// capitalised at least once inside a sentence, after a word or a comma ("full Google Gemma

@@ -560,13 +560,6 @@ pub fn short_name(candidate: &Candidate) -> Option<String> {
         .then(|| head.to_string())
 }
 
-/// The field's generic acronyms and its vendors: capitalised like names, but naming nothing
-/// in particular.
-const GENERIC_ACRONYMS: &[&str] = &[
-    "AI", "ML", "GPU", "GPUs", "CPU", "CPUs", "LLM", "LLMs", "HPC", "DNN", "DNNs", "DL", "API",
-    "APIs", "FAQ", "AMD", "NVIDIA",
-];
-
 /// Whether a word is written as a name: a capital after its first letter ("vLLM", "ROCm",
 /// "DeepseekV3", "RCCL") or letters then digits ("MI300", "H100"), in some part of a
 /// compound that is not generic ("TensorRT-LLM", "CK-Tile"; not "GPU-Initiated",
@@ -578,14 +571,14 @@ fn name_by_form(w: &str) -> bool {
         let numbered = part.contains(|c: char| c.is_ascii_digit());
         part.starts_with(|c: char| c.is_alphabetic())
             && (mixed || numbered)
-            && !GENERIC_ACRONYMS.contains(&part)
+            && !crate::text::GENERIC_ACRONYMS.contains(&part)
     };
     let plain_tail = w
         .rsplit_once('-')
         .is_some_and(|(_, tail)| tail.chars().all(|c| c.is_lowercase()));
     w.starts_with(|c: char| c.is_alphabetic())
         && !plain_tail
-        && !GENERIC_ACRONYMS.contains(&w)
+        && !crate::text::GENERIC_ACRONYMS.contains(&w)
         && w.split('-').any(name_part)
 }
 
@@ -647,7 +640,8 @@ fn title_topics(title: &str, t: &Locale, text: &str, known: &[String]) -> Vec<St
         let key = format!("area_{}", w.to_lowercase());
         t.has(&key) && !t.get(&key).is_empty()
     };
-    let sayable = |w: &str| glossed(w) || name_by_form(w) || GENERIC_ACRONYMS.contains(&w);
+    let sayable =
+        |w: &str| glossed(w) || name_by_form(w) || crate::text::GENERIC_ACRONYMS.contains(&w);
     let mut runs: Vec<Vec<&str>> = vec![Vec::new()];
     for token in title.split_whitespace() {
         let word = token.trim_matches(|c: char| !c.is_alphanumeric());
