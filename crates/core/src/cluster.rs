@@ -122,19 +122,28 @@ fn project_pages(items: &[Item]) -> Vec<(usize, usize)> {
     if names.is_empty() {
         return Vec::new();
     }
+    // One pass over each post for every name: an arXiv listing gives hundreds of names, and
+    // a reader's feed may hold a hundred posts.
+    let Ok(finder) = aho_corasick::AhoCorasick::new(names.iter().map(|(_, name)| name)) else {
+        return Vec::new();
+    };
     let mut pairs = Vec::new();
     for (p, post) in items.iter().enumerate() {
         if post.kind != ItemKind::Post {
             continue;
         }
-        for (paper, name) in &names {
-            if crate::text::whole_words(&post.text, name).next().is_some()
-                || crate::text::whole_words(&post.title, name).next().is_some()
-            {
-                pairs.push((*paper, p));
+        for text in [&post.title, &post.text] {
+            for m in finder.find_overlapping_iter(text.as_str()) {
+                let whole = !text[..m.start()].ends_with(char::is_alphanumeric)
+                    && !text[m.end()..].starts_with(char::is_alphanumeric);
+                if whole {
+                    pairs.push((names[m.pattern().as_usize()].0, p));
+                }
             }
         }
     }
+    pairs.sort_unstable();
+    pairs.dedup();
     pairs
 }
 
