@@ -210,7 +210,11 @@ async fn filtering_keeps_matching_events_and_rebuilds_the_sections() {
             .all(|w| kept.contains(w.event_id.as_str()))
     );
     let lead = kdigest::release_notes::release_name(&filtered.key_changes[0].title);
-    assert!(filtered.title.contains(lead), "{} / {lead}", filtered.title);
+    assert!(
+        filtered.title.contains(lead.as_ref()),
+        "{} / {lead}",
+        filtered.title
+    );
     let nothing = Filter {
         layers: BTreeSet::new(),
         min_score: Score::MAX,

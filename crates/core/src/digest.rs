@@ -323,7 +323,7 @@ pub fn headline(ordered: &[&DigestEvent], t: &Locale) -> String {
                 .iter()
                 .map(|e| {
                     truncate_chars(
-                        crate::release_notes::release_name(&e.title),
+                        &crate::release_notes::release_name(&e.title),
                         TITLE_PART_CHARS,
                     )
                 })
@@ -375,7 +375,7 @@ pub fn headline(ordered: &[&DigestEvent], t: &Locale) -> String {
             return t.fill(
                 "headline_release_alone",
                 &[
-                    ("names", names),
+                    ("names", &names),
                     ("brief", &capitalised(&top.brief, &top.title, t)),
                 ],
             );

@@ -56,21 +56,30 @@ impl ReleaseNotes {
 
 /// A release's title as a name: "PyTorch 2.10.0 Release" -> "PyTorch 2.10.0", and
 /// "PyTorch 2.9.1 Release, bug fix release" -> "PyTorch 2.9.1", so a heading names the
-/// release once and "… 发布" / "… released" does not say it twice. Titles without "release"
-/// after their version stay as they are.
-pub fn release_name(title: &str) -> &str {
+/// release once and "… 发布" / "… released" does not say it twice; "TensorRT-LLM Release
+/// 0.16.0" -> "TensorRT-LLM 0.16.0" likewise. Other titles stay as they are.
+pub fn release_name(title: &str) -> std::borrow::Cow<'_, str> {
     let trimmed = title.trim();
     if let Some(c) = NAMED_RELEASE.captures(trimmed) {
-        return c.get(1).map_or(trimmed, |m| m.as_str());
+        return c.get(1).map_or(trimmed, |m| m.as_str()).into();
+    }
+    if let Some(c) = RELEASE_THEN_VERSION.captures(trimmed) {
+        return format!("{} {}", &c[1], &c[2]).into();
     }
     for suffix in [" release notes", " release", " released", " is released"] {
         let cut = trimmed.len().saturating_sub(suffix.len());
         if trimmed.is_char_boundary(cut) && trimmed[cut..].eq_ignore_ascii_case(suffix) && cut > 0 {
-            return trimmed[..cut].trim_end();
+            return trimmed[..cut].trim_end().into();
         }
     }
-    trimmed
+    trimmed.into()
 }
+
+/// A name, the word "Release" and a version that ends the title: "TensorRT-LLM Release
+/// 0.16.0".
+static RELEASE_THEN_VERSION: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(\S.*?)\s+[Rr]elease\s+(v?\d+(?:\.\d+)+[\w.+-]*)$").expect("valid regex")
+});
 
 /// A name and version followed by "Release" and anything after it: "PyTorch 2.9.1 Release,
 /// bug fix release", "vLLM v0.8.3 release notes", "TensorRT-LLM Release 0.16.0" is not one
@@ -505,11 +514,12 @@ mod tests {
             "PyTorch 2.9.1"
         );
         assert_eq!(release_name("vLLM v0.8.3 is released"), "vLLM v0.8.3");
-        // The version after the word: only a trailing "release" would go.
+        // The word between the name and the version goes too.
         assert_eq!(
             release_name("TensorRT-LLM Release 0.16.0"),
-            "TensorRT-LLM Release 0.16.0"
+            "TensorRT-LLM 0.16.0"
         );
+        assert_eq!(release_name("Release 1.0"), "Release 1.0");
         assert_eq!(
             release_name("CUDA 13.1 Introduces cuTile Python"),
             "CUDA 13.1 Introduces cuTile Python"

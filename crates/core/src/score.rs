@@ -114,7 +114,11 @@ pub fn quantified_results(text: &str) -> Vec<String> {
                         .get(u.len())
                         .is_some_and(|b| is_word_byte(*b)))
         });
-        if let Some(unit) = unit {
+        // "even when the cache hit rate is 0%": a zero is a condition, never a result.
+        let zero = text[i..end]
+            .bytes()
+            .all(|b| matches!(b, b'0' | b'.' | b','));
+        if let Some(unit) = unit.filter(|_| !zero) {
             let value = format!("{}{}", &text[i..end], &rest[..unit.len()]);
             if !found.contains(&value) {
                 found.push(value);
@@ -403,6 +407,13 @@ mod tests {
         assert_eq!(q, vec!["40x", "0.2%", "1.9×", "120TFLOPS", "1,530TFLOPS"]);
         // Products of dimensions are no multiples.
         assert!(quantified_results("a vector [1 × C_o] and a 1×C tile, 2 x 4").is_empty());
+        // A zero is the condition a result holds under, not a result.
+        assert_eq!(
+            quantified_results(
+                "less than 1% decrease in throughput even when the cache hit rate is 0%"
+            ),
+            ["1%"]
+        );
         assert_eq!(
             quantified_results("1.5-2.0× faster (2×)"),
             vec!["2.0×", "2×"]

@@ -540,7 +540,7 @@ pub fn short_name(candidate: &Candidate) -> Option<String> {
     let primary = candidate.event.primary();
     if primary.kind == ItemKind::Release {
         return Some(truncate_chars(
-            release_notes::release_name(&primary.title),
+            &release_notes::release_name(&primary.title),
             80,
         ));
     }
@@ -556,8 +556,23 @@ pub fn short_name(candidate: &Candidate) -> Option<String> {
     let named = primary.kind == ItemKind::Paper
         || words.len() == 1
         || words.iter().any(|w| name_by_form(w));
-    ((1..=3).contains(&words.len()) && named && head.chars().count() <= 32)
+    ((1..=3).contains(&words.len()) && named && !is_phrase(&words) && head.chars().count() <= 32)
         .then(|| head.to_string())
+}
+
+/// Words before a colon that say what a paper does rather than name it: "Demystifying
+/// NVSHMEM:", "Rethinking Attention:", "Towards Scalable MoE:". A one-word head is a name
+/// ("Swing:").
+fn is_phrase(words: &[&str]) -> bool {
+    let Some(first) = words.first().filter(|_| words.len() > 1) else {
+        return false;
+    };
+    let gerund = first.len() >= 7 && first.ends_with("ing") && !name_by_form(first);
+    gerund
+        || matches!(
+            *first,
+            "Towards" | "Toward" | "Beyond" | "On" | "When" | "Why" | "How"
+        )
 }
 
 /// Whether a word is written as a name: a capital after its first letter ("vLLM", "ROCm",
@@ -594,6 +609,11 @@ fn title_names<'a>(title: &'a str, source: &str) -> Vec<&'a str> {
         .filter(|w| !w.is_empty())
         .map(|w| {
             let word = w.trim_matches(|c: char| !c.is_alphanumeric());
+            // "vLLM's Core Architecture" names vLLM.
+            let word = word
+                .strip_suffix("'s")
+                .or_else(|| word.strip_suffix("’s"))
+                .unwrap_or(word);
             (word.as_ptr() as usize - title.as_ptr() as usize, word)
         })
         .collect();
@@ -1462,6 +1482,11 @@ mod tests {
             vec!["MLPerf"]
         );
         assert!(names("Boosting AI Performance on GPUs: a Guide").is_empty());
+        // A possessive names its owner, once.
+        assert_eq!(
+            names("A Major Upgrade to vLLM's Core: vLLM’s Scheduler"),
+            vec!["vLLM"]
+        );
         let zh = Locale::builtin("zh-CN");
         assert_eq!(
             title_topics(
@@ -1778,6 +1803,25 @@ mod tests {
             summarize(&c, &t, 300).why_it_matters,
             "次版本发布，涉及运行时。"
         );
+    }
+
+    #[test]
+    fn a_papers_name_is_its_system_not_a_phrase_of_what_it_does() {
+        let named = |title: &str| {
+            let mut c = candidate(ItemKind::Paper, "", &[]);
+            c.event.items[0].title = title.into();
+            short_name(&c)
+        };
+        assert_eq!(
+            named("Swing: Short-cutting Rings").as_deref(),
+            Some("Swing")
+        );
+        assert_eq!(
+            named("Flex Attention: A Model").as_deref(),
+            Some("Flex Attention")
+        );
+        assert_eq!(named("Demystifying NVSHMEM: An Analysis"), None);
+        assert_eq!(named("Towards Scalable MoE: A Study"), None);
     }
 
     #[test]
