@@ -727,8 +727,9 @@ pub fn spaced_figure(figure: &str) -> String {
     }
 }
 
-/// A text cut with '…' (a long paper title) without the word that led into the cut:
-/// "… for Blackwell GPUs through an…" -> "… for Blackwell GPUs through…".
+/// A text cut with '…' (a long paper title) without the word or the colon that led into
+/// the cut: "… for Blackwell GPUs through an…" -> "… for Blackwell GPUs through…",
+/// "… with MXFP4:…" -> "… with MXFP4…".
 fn without_dangling_word(cut: String) -> String {
     let Some(kept) = cut.strip_suffix('…') else {
         return cut;
@@ -741,7 +742,8 @@ fn without_dangling_word(cut: String) -> String {
     {
         words.pop();
     }
-    format!("{}…", words.join(" "))
+    let kept = words.join(" ");
+    format!("{}…", kept.trim_end_matches([':', ';', ',', '-', '–', '—']))
 }
 
 /// Words that lead into the rest of a clause: a quote cut after one of them dangles.
@@ -1136,10 +1138,18 @@ fn brief(candidate: &Candidate, t: &Locale, fact: Option<String>, changes: usize
                 &format!("brief_subject_{kind}_topic{anon}"),
                 &[("name", &topic), ("source", &primary.source)],
             ),
-            (None, None) => t.fill(
-                &format!("brief_subject_{kind}_unnamed{anon}"),
-                &[("source", &primary.source)],
-            ),
+            // A locale whose readers read the title's language may quote it (en: "a post
+            // from ROCm Blogs, “Seismic stencil codes - part 1”,"); zh-CN does not.
+            (None, None) => {
+                let title = without_dangling_word(truncate_chars(&primary.title, 60));
+                t.fill(
+                    &format!("brief_subject_{kind}_unnamed{anon}"),
+                    &[
+                        ("source", &primary.source),
+                        ("title", &t.fill("title_ref", &[("title", &title)])),
+                    ],
+                )
+            }
         };
         match fact {
             Some(f) => t.fill("brief_reports", &[("subject", &subject), ("fact", &f)]),
@@ -1842,5 +1852,28 @@ mod tests {
             "Fused Attention Kernels for Blackwell GPUs…"
         );
         assert_eq!(without_dangling_word("Whole title".into()), "Whole title");
+        assert_eq!(
+            without_dangling_word("Unveiling the Potential of Quantization with MXFP4:…".into()),
+            "Unveiling the Potential of Quantization with MXFP4…"
+        );
+    }
+
+    #[test]
+    fn an_english_overview_quotes_the_title_of_a_post_it_cannot_name() {
+        let en = Locale::builtin("en");
+        let mut c = candidate(
+            ItemKind::Post,
+            "Seismic workloads run on GPUs.",
+            &["runtime"],
+        );
+        c.event.items[0].title = "Seismic stencil codes - part 1".into();
+        c.event.items[0].source = "ROCm Blogs".into();
+        assert_eq!(
+            summarize(&c, &en, 300).brief,
+            "a post from ROCm Blogs, “Seismic stencil codes - part 1”, is out"
+        );
+        // zh-CN readers are not handed an English title in the overview.
+        let zh = Locale::builtin("zh-CN");
+        assert!(!summarize(&c, &zh, 300).brief.contains("Seismic"));
     }
 }
