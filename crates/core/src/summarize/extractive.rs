@@ -36,10 +36,25 @@ const CHANGE_CHARS: usize = 200;
 /// 作者的实测): it holds a quantified result ([`crate::score::quantified_results`]: "2.4x",
 /// "40%", "900 GB/s"). Words alone are no measurement ("for dramatic speedups",
 /// "state-of-the-art ML workloads"), nor is a deprecation ("Non-grouped convolutions are
-/// deprecated.") or a GPU's name ("MI300X").
+/// deprecated.") or a GPU's name ("MI300X"), nor the problem a text sets out to solve
+/// ("However, one important challenge is the AllReduce … can contribute up to 30% of
+/// end-to-end latency"): a figure of the motivation is no result.
 fn reports_a_result(sentence: &str) -> bool {
     !crate::score::quantified_results(sentence).is_empty()
+        && (!MOTIVATION.is_match(sentence) || RESULT_VERB.is_match(sentence))
 }
+
+/// Words of a problem statement.
+static MOTIVATION: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)\b(?:challenges?|bottlenecks?|drawbacks?|can (?:contribute|account|take|consume|cost))\b")
+        .expect("valid regex")
+});
+
+/// Words with which a text reports what it achieved.
+static RESULT_VERB: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)\b(?:achiev|improv|reduc|outperform|deliver|speed|accelerat|faster|lower|higher|cut|sav)\w*")
+        .expect("valid regex")
+});
 
 /// The sentence in which a paper says what it does ("We present TileFuse, a compiler that
 /// …", "In this paper, we propose …").
@@ -447,7 +462,7 @@ pub fn summarize_varied(
         Some(fact) => vec![locale.fill("quote", &[("text", &fact)])],
         None => sentences
             .iter()
-            .find(|s| !crate::score::quantified_results(s).is_empty())
+            .find(|s| reports_a_result(s))
             .map(|s| locale.fill("quote", &[("text", &truncate_chars(s, 100))]))
             .into_iter()
             .collect(),
@@ -743,7 +758,11 @@ fn without_dangling_word(cut: String) -> String {
         words.pop();
     }
     let kept = words.join(" ");
-    format!("{}…", kept.trim_end_matches([':', ';', ',', '-', '–', '—']))
+    format!(
+        "{}…",
+        kept.trim_end_matches([':', ';', ',', '-', '–', '—'])
+            .trim_end()
+    )
 }
 
 /// Words that lead into the rest of a clause: a quote cut after one of them dangles.
@@ -1029,6 +1048,7 @@ const GLOSS_CHARS: usize = 30;
 fn glossed_fact(sentences: &[String], kind: ItemKind, t: &Locale) -> Option<String> {
     sentences
         .iter()
+        .filter(|s| reports_a_result(s))
         .flat_map(|s| {
             crate::score::quantified_results(s)
                 .into_iter()
@@ -1178,10 +1198,17 @@ fn tidy_han_spacing(text: &str) -> String {
 /// kind of event, its layers (when it has any) and its quantified results.
 fn fallback_vars(candidate: &Candidate, locale: &Locale) -> Vec<(&'static str, String)> {
     let layers = locale.layer_list(&candidate.classification.layers);
+    // Figures of the sentences that report a result: a problem statement's "up to 90% of
+    // the time" or a table cell, bare, tells the reader nothing.
+    let reported: Vec<String> = sentences(candidate.event.main_text())
+        .into_iter()
+        .filter(|s| reports_a_result(s))
+        .collect();
     let results: Vec<&str> = candidate
         .assessment
         .quantified
         .iter()
+        .filter(|q| reported.iter().any(|s| s.contains(q.as_str())))
         .take(3)
         .map(String::as_str)
         .collect();
@@ -1223,7 +1250,9 @@ pub fn sentences(text: &str) -> Vec<String> {
         let trimmed = line.trim();
         let list_item = trimmed.starts_with(['-', '*', '•']);
         let line = trimmed.trim_start_matches(['-', '*', '•']).trim();
-        if line.is_empty() || is_boilerplate(line) {
+        // A Markdown table's row ("| 1 | 971 GB/s | 948 GB/s |") is no sentence: its figures
+        // mean nothing without the header.
+        if line.is_empty() || is_boilerplate(line) || line.matches('|').count() >= 3 {
             continue;
         }
         // Headings: short lines without a full stop ("Highlights", "Backwards Incompatible
@@ -1460,10 +1489,19 @@ mod tests {
             "memory is only considered up to date at kernel boundaries",
             "like FlashAttention for dramatic speedups and memory savings",
             "CUDA 13.1 accepts bytecode from any 13.x toolkit",
+            "However, one important challenge is the AllReduce communication operation can contribute up to 30% of end-to-end (E2E) latency.",
         ] {
             assert!(!reports_a_result(no_result), "{no_result}");
         }
         assert!(reports_a_result("a 2.4x speedup"));
+        assert!(reports_a_result(
+            "RCCLX removes the bottleneck and reduces AllReduce latency by 30%."
+        ));
+        // A table's rows are no sentences.
+        assert_eq!(
+            sentences("Bandwidth by radius.\n| Radius | x | y |\n| 1 | 971 GB/s | 948 GB/s |"),
+            ["Bandwidth by radius."]
+        );
     }
 
     #[test]

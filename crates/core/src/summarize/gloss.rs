@@ -154,7 +154,8 @@ static QUANTIFIER: LazyLock<Regex> = LazyLock::new(|| {
 /// The lower end of a range before a figure ("1.4-11.2x", "2.0–2.2×", "1.3× to 1.8×",
 /// "29-69%"): the figure is the best case.
 static RANGE_FROM: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\d(?:[\d.,]*\d)?\s?(?:x|×|%)?\s?(?:[-–]|to)\s?$").expect("valid regex")
+    Regex::new(r"\d(?:[\d.,]*\d)?\s?(?:x|×|%|[TGP](?:FLOPS|B/s))?\s?(?:[-–]|to)\s?$")
+        .expect("valid regex")
 });
 
 /// A figure in a text, for where the words about the one before it end.
@@ -214,6 +215,13 @@ struct Window<'a> {
     /// 23.8% …": what the sentence stresses is the figure after "but only".
     foil: bool,
 }
+
+/// Words that make a figure a reference or another measure than the table's: a peak, what
+/// a benchmark says the hardware can do, accuracy.
+static REFERENCE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)\b(?:peak (?:bandwidth|t?flops|throughput|compute|performance)|theoretical|achievable|according to|accura\w*)\b")
+        .expect("valid regex")
+});
 
 /// The words between a foil and the figure the sentence stresses ("…, but only").
 static FOIL: LazyLock<Regex> = LazyLock::new(|| {
@@ -314,8 +322,11 @@ pub fn read(sentence: &str, figure: &str) -> Option<Fact> {
         .find(w.before)
         .map_or(w.before, |m| &w.before[..m.start()]);
     let words = format!("{before} {}{}", w.written, w.after);
-    // "the correct-and-fast rate" measures two things at once, like "both … and".
-    if words.contains("-and-") {
+    // "the correct-and-fast rate" measures two things at once, like "both … and"; a
+    // hardware's peak ("the achievable bandwidth of a single MI250X GCD, which according to
+    // BabelStream is 1.4 TB/s") is a reference, not a result; accuracy is no speed ("up to
+    // 2.1x higher in relative accuracy").
+    if words.contains("-and-") || REFERENCE.is_match(&words) {
         return None;
     }
     // What is measured is said next to the figure: the words since the last "and" before
@@ -1032,6 +1043,17 @@ mod tests {
             (
                 "achieving a generation throughput of 5 to 12 tokens per second with less than 50% CPU and RAM usage.",
                 "50%",
+                None,
+            ),
+            // A reference, and another measure.
+            (
+                "All of these numbers fall significantly short of the achievable bandwidth of a single MI250X GCD, which according to the BabelStream case studies is roughly 1.3 TB/s to 1.4 TB/s.",
+                "1.4 TB/s",
+                None,
+            ),
+            (
+                "For example, at INT2, it outperforms popular baselines by up to 2.1x higher in relative accuracy.",
+                "2.1x",
                 None,
             ),
             // Where a change started.
