@@ -114,11 +114,14 @@ pub fn quantified_results(text: &str) -> Vec<String> {
                         .get(u.len())
                         .is_some_and(|b| is_word_byte(*b)))
         });
-        // "even when the cache hit rate is 0%": a zero is a condition, never a result.
+        // "even when the cache hit rate is 0%": a zero is a condition, never a result; "2x
+        // AMD EPYC 9374F", "8x H100": a count of devices, not a multiple of anything.
         let zero = text[i..end]
             .bytes()
             .all(|b| matches!(b, b'0' | b'.' | b','));
-        if let Some(unit) = unit.filter(|_| !zero) {
+        let devices =
+            unit.is_some_and(|u| matches!(*u, "x" | "×") && counts_devices(&rest[u.len()..]));
+        if let Some(unit) = unit.filter(|_| !zero && !devices) {
             let value = format!("{}{}", &text[i..end], &rest[..unit.len()]);
             if !found.contains(&value) {
                 found.push(value);
@@ -129,6 +132,26 @@ pub fn quantified_results(text: &str) -> Vec<String> {
         }
     }
     found
+}
+
+/// Whether the words after a multiple name hardware: "2x AMD EPYC", "8x H100 GPUs", "4×
+/// MI300X" are counts of devices.
+fn counts_devices(after: &str) -> bool {
+    let Some(word) = after
+        .strip_prefix(' ')
+        .and_then(|a| a.split_whitespace().next())
+    else {
+        return false;
+    };
+    let word = word.trim_end_matches(|c: char| !c.is_alphanumeric());
+    let model = word.starts_with(|c: char| c.is_ascii_uppercase())
+        && word.chars().any(|c| c.is_ascii_digit())
+        && !word.contains('.');
+    model
+        || matches!(
+            word,
+            "AMD" | "NVIDIA" | "Intel" | "GPU" | "GPUs" | "CPU" | "CPUs" | "nodes" | "GCDs"
+        )
 }
 
 fn is_word_byte(b: u8) -> bool {
@@ -407,6 +430,11 @@ mod tests {
         assert_eq!(q, vec!["40x", "0.2%", "1.9×", "120TFLOPS", "1,530TFLOPS"]);
         // Products of dimensions are no multiples.
         assert!(quantified_results("a vector [1 × C_o] and a 1×C tile, 2 x 4").is_empty());
+        // A count of devices is no result.
+        assert_eq!(
+            quantified_results("8xMI300X with 2x AMD EPYC 9374F, 4× H100 GPUs: 3x faster"),
+            ["3x"]
+        );
         // A zero is the condition a result holds under, not a result.
         assert_eq!(
             quantified_results(
