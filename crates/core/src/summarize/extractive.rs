@@ -46,7 +46,7 @@ fn reports_a_result(sentence: &str) -> bool {
 
 /// Words of a problem statement.
 static MOTIVATION: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)\b(?:challenges?|bottlenecks?|drawbacks?|can (?:contribute|account|take|consume|cost))\b")
+    Regex::new(r"(?i)\b(?:challenges?|bottlenecks?|drawbacks?|prohibitive(?:ly)?|owing to|can (?:contribute|account|take|consume|cost))\b")
         .expect("valid regex")
 });
 
@@ -1503,6 +1503,7 @@ mod tests {
             "like FlashAttention for dramatic speedups and memory savings",
             "CUDA 13.1 accepts bytecode from any 13.x toolkit",
             "However, one important challenge is the AllReduce communication operation can contribute up to 30% of end-to-end (E2E) latency.",
+            "Owing to the prohibitively large overhead (e.g., 10×) of GPUs' native memory allocator, DNN frameworks adopt a caching allocator.",
         ] {
             assert!(!reports_a_result(no_result), "{no_result}");
         }
