@@ -55,19 +55,10 @@ pub fn cluster(mut items: Vec<Item>, title_similarity: f64) -> Vec<Event> {
                 sets.union(i, j);
             }
         }
-        // A release and a post that links it, or release notes that link the post ("see
-        // our blog for more details"). Only between a release and a post: a reading list
-        // links many posts that are not one story.
-        for link in &item.links {
-            if let Some(&j) = by_url.get(link.as_str())
-                && is_release_and_post(item, &items[j])
-            {
-                sets.union(i, j);
-            }
-        }
     }
     for (i, j) in similar_titles(&items, title_similarity)
         .into_iter()
+        .chain(linked(&items, &by_url))
         .chain(announcements(&items))
         .chain(project_pages(&items))
     {
@@ -100,11 +91,32 @@ pub fn cluster(mut items: Vec<Item>, title_similarity: f64) -> Vec<Event> {
     events
 }
 
-fn is_release_and_post(a: &Item, b: &Item) -> bool {
-    matches!(
-        (a.kind, b.kind),
-        (ItemKind::Release, ItemKind::Post) | (ItemKind::Post, ItemKind::Release)
-    )
+/// Pairs (release, post) where one links the other: release notes that link the post
+/// ("see our blog for more details"), or a post that links the release page. Only between
+/// a release and a post (a reading list links many posts that are not one story), and not
+/// for a post tied so to several releases: a round-up of releases is none of them.
+fn linked(items: &[Item], by_url: &HashMap<&str, usize>) -> Vec<(usize, usize)> {
+    let mut pairs: Vec<(usize, usize)> = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        for link in &item.links {
+            let Some(&j) = by_url.get(link.as_str()) else {
+                continue;
+            };
+            match (item.kind, items[j].kind) {
+                (ItemKind::Release, ItemKind::Post) => pairs.push((i, j)),
+                (ItemKind::Post, ItemKind::Release) => pairs.push((j, i)),
+                _ => {}
+            }
+        }
+    }
+    pairs.sort_unstable();
+    pairs.dedup();
+    let releases_of = |post: usize| pairs.iter().filter(|(_, p)| *p == post).count();
+    pairs
+        .iter()
+        .copied()
+        .filter(|&(_, post)| releases_of(post) == 1)
+        .collect()
 }
 
 /// Pairs (paper, post) where the post is the paper's project page or its authors' write-up:
@@ -132,18 +144,24 @@ fn project_pages(items: &[Item]) -> Vec<(usize, usize)> {
         if post.kind != ItemKind::Post {
             continue;
         }
+        let mut papers: Vec<usize> = Vec::new();
         for text in [&post.title, &post.text] {
             for m in finder.find_overlapping_iter(text.as_str()) {
                 let whole = !text[..m.start()].ends_with(char::is_alphanumeric)
                     && !text[m.end()..].starts_with(char::is_alphanumeric);
                 if whole {
-                    pairs.push((names[m.pattern().as_usize()].0, p));
+                    papers.push(names[m.pattern().as_usize()].0);
                 }
             }
         }
+        papers.sort_unstable();
+        papers.dedup();
+        // A post naming several of the day's papers is a reading list, not a project page:
+        // joining it would make the papers one story.
+        if let [paper] = papers[..] {
+            pairs.push((paper, p));
+        }
     }
-    pairs.sort_unstable();
-    pairs.dedup();
     pairs
 }
 
@@ -599,6 +617,27 @@ mod tests {
                 "Fast LLM Inference with vLLM: A New Course",
                 "",
                 &[],
+            ),
+            // Round-ups: a reading list naming two papers' systems, a post linking two
+            // releases. Joining them would make different stories one.
+            paper("2512.3", "Linear Layouts: Robust Code Generation"),
+            paper("2512.4", "Flash Overlap: Communication and Compute"),
+            post(
+                "week",
+                "This week in compilers",
+                "Read Linear Layouts and Flash Overlap.",
+                &[],
+            ),
+            release("o/a", "v1.0.0", ""),
+            release("o/b", "v2.0.0", ""),
+            post(
+                "releases",
+                "Releases of the week",
+                "",
+                &[
+                    "https://github.com/o/a/releases/tag/v1.0.0",
+                    "https://github.com/o/b/releases/tag/v2.0.0",
+                ],
             ),
         ];
         let events = cluster(items, 0.8);
