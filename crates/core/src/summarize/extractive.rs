@@ -261,6 +261,15 @@ pub fn summarize_varied(
     // Each sentence is quoted once per event: the changes "why it matters" quotes are left
     // out of the summary, which goes on with the next sentences instead.
     let quoted_elsewhere = |s: &str| changes.iter().any(|c| c.contains(s) || s.contains(c));
+    // A list item is one thought: what follows a quoted change in its item leans on it
+    // ("CUDA 12.8 wheels remain available…" after "…now built against CUDA 13.0"), so it
+    // is left out with it rather than opening the excerpt mid-thought.
+    let leaning = if changes.is_empty() {
+        Vec::new()
+    } else {
+        rest_of_items(text, &quoted_elsewhere)
+    };
+    let quoted_elsewhere = |s: &str| quoted_elsewhere(s) || leaning.iter().any(|l| l == s);
     // Whole sentences up to the room the summary has: all of it in the reader's language,
     // what the lead leaves when the source is quoted (so the quote does not end mid-clause).
     // Built once, from the sentences as written (what a paper presents is read from them).
@@ -365,7 +374,16 @@ pub fn summarize_varied(
         (!in_reader_script(line, locale))
             .then(|| glossed_change(line, locale))
             .flatten()
-            .unwrap_or_else(|| locale.fill("quote", &[("text", &truncate_chars(line, chars))]))
+            .unwrap_or_else(|| {
+                // A quoted line is a sentence: "…(#9023)" gets its full stop inside the
+                // quote, so the next sentence does not run on after it.
+                let mut line = truncate_chars(line, chars);
+                if !line.ends_with(['.', '!', '?', '。', '！', '？', '…']) {
+                    let cjk = line.chars().any(|c| c > '\u{2e80}');
+                    line.push(if cjk { '。' } else { '.' });
+                }
+                locale.fill("quote", &[("text", &line)])
+            })
     };
     // A gloss ends its sentence, so what follows it ("行为变化：…") does not run on.
     let quote_lines = |lines: &[&str], n: usize| {
@@ -1030,6 +1048,14 @@ fn named_systems(text: &str, stack: &[String]) -> Vec<String> {
 /// The parts of "why it matters" as one text: in English separated by a space (each ends
 /// its own sentence), in Chinese without spaces, a part that does not end a sentence (a
 /// quote 「…」) closed with "。" first.
+/// Whether a text ends its sentence: with a full stop, or with a quote whose last
+/// sentence has its own ("…compiler.」" takes no "。" after it).
+fn ends_a_sentence(text: &str) -> bool {
+    let inner = text.trim_end_matches(['」', '”']);
+    text.ends_with(['。', '！', '？'])
+        || (inner.len() < text.len() && inner.ends_with(['.', '!', '?', '。', '！', '？']))
+}
+
 fn join_clauses(parts: &[String], locale: &Locale) -> String {
     let han = locale.get("script") == "han";
     let mut out = String::new();
@@ -1037,7 +1063,7 @@ fn join_clauses(parts: &[String], locale: &Locale) -> String {
         if !out.is_empty() {
             if !han {
                 out.push(' ');
-            } else if !out.ends_with(['。', '！', '？']) {
+            } else if !ends_a_sentence(&out) {
                 out.push_str(locale.get("sentence_end"));
             }
         }
@@ -1306,6 +1332,18 @@ pub fn sentences(text: &str) -> Vec<String> {
         }
     }
     out
+}
+
+/// The sentences of each list item ("- …") that come after one `quoted` accepts.
+fn rest_of_items(text: &str, quoted: impl Fn(&str) -> bool) -> Vec<String> {
+    text.lines()
+        .filter(|line| line.trim_start().starts_with(['-', '*', '•']))
+        .flat_map(|line| {
+            let item = sentences(line);
+            let first = item.iter().position(|s| quoted(s));
+            item.into_iter().skip(first.map_or(usize::MAX, |i| i + 1))
+        })
+        .collect()
 }
 
 /// A sentence that tells the reader what to do rather than what happened ("Please read the
@@ -1841,6 +1879,36 @@ mod tests {
             );
             assert!(text.watch.contains("Atomics are now relaxed"));
         }
+    }
+
+    #[test]
+    fn the_excerpt_does_not_open_with_what_leans_on_a_quoted_change() {
+        let notes = "Highlights\n- **CUDA 13 wheels by default.** The wheels on PyPI are now built against CUDA 13.0. CUDA 12.8 wheels remain available from the cu128 index.\n- Inductor is 1.18x faster on the HuggingFace suite than in 2.9.";
+        for lang in ["zh-CN", "en"] {
+            let t = Locale::builtin(lang);
+            let text = summarize(&candidate(ItemKind::Release, notes, &["runtime"]), &t, 300);
+            assert!(
+                text.why_it_matters.contains("now built against CUDA 13.0"),
+                "{text:?}"
+            );
+            assert!(!text.summary.contains("remain available"), "{text:?}");
+            assert!(
+                text.summary.contains("Inductor is 1.18x faster"),
+                "{text:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_quoted_change_ends_its_sentence_once() {
+        let notes = "Highlights\nTriton 3.9.1 is a bug-fix release for Blackwell users.\n- num_stages is now an upper bound rather than an exact count by default (#9023)\n- Compile time is 40% lower than in 3.5.1 on TritonBench.";
+        let why = |lang: &str| {
+            let t = Locale::builtin(lang);
+            summarize(&candidate(ItemKind::Release, notes, &["runtime"]), &t, 60).why_it_matters
+        };
+        let (en, zh) = (why("en"), why("zh-CN"));
+        assert!(en.contains("(#9023).” "), "{en}");
+        assert!(zh.contains("(#9023).」发布说明"), "{zh}");
     }
 
     #[test]
