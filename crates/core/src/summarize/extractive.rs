@@ -1094,7 +1094,10 @@ fn glossed_fact(sentences: &[String], kind: ItemKind, t: &Locale) -> Option<Stri
             // baseline: only a release has a "before" (此前) of its own.
             if kind != ItemKind::Release
                 && fact.of.is_none()
-                && fact.direction == super::gloss::Direction::Up
+                && matches!(
+                    fact.direction,
+                    super::gloss::Direction::Up | super::gloss::Direction::Down
+                )
                 && fact.figure.ends_with(['x', '×'])
             {
                 fact.of = Some(super::gloss::Against::Baseline);
@@ -1198,7 +1201,10 @@ fn brief(candidate: &Candidate, t: &Locale, fact: Option<String>, changes: usize
             // 文章"), when the event has layers.
             (None, None) => {
                 let title = without_dangling_word(truncate_chars(&primary.title, 60));
-                let layers = t.layer_list(&candidate.classification.layers);
+                // The one layer it touches most: three in a headline ("一篇关于前端、优化、
+                // 内核代码生成的技术文章") say little and read long; the body lists them all.
+                let layers = main_layer(&candidate.classification)
+                    .map_or(String::new(), |l| t.layer(l).to_string());
                 let by_layers = if layers.is_empty() { "" } else { "_layers" };
                 t.fill(
                     &format!("brief_subject_{kind}_unnamed{by_layers}{anon}"),
@@ -1216,6 +1222,21 @@ fn brief(candidate: &Candidate, t: &Locale, fact: Option<String>, changes: usize
         }
     };
     tidy_han_spacing(&text)
+}
+
+/// The tagged layer with the most phrase points (the first in configuration order on a
+/// tie).
+fn main_layer(c: &crate::classify::Classification) -> Option<&str> {
+    let points = |layer: &str| {
+        c.layer_points
+            .iter()
+            .find(|(l, _)| l == layer)
+            .map_or(0.0, |(_, p)| *p)
+    };
+    c.layers
+        .iter()
+        .map(String::as_str)
+        .reduce(|best, l| if points(l) > points(best) { l } else { best })
 }
 
 /// Drops a space between two Han characters, which a template can leave where a name
@@ -2011,6 +2032,17 @@ mod tests {
         // zh-CN readers are not handed an English title in the overview: the post is said by
         // the part of the stack it touches.
         let zh = Locale::builtin("zh-CN");
+        assert_eq!(
+            summarize(&c, &zh, 300).brief,
+            "ROCm Blogs 的一篇关于运行时的技术文章发布"
+        );
+        // Of several layers, the one it touches most: the body lists them all.
+        c.classification.layers = vec!["frontend".into(), "runtime".into(), "benchmark".into()];
+        c.classification.layer_points = vec![
+            ("frontend".into(), 2.5),
+            ("runtime".into(), 9.0),
+            ("benchmark".into(), 4.0),
+        ];
         assert_eq!(
             summarize(&c, &zh, 300).brief,
             "ROCm Blogs 的一篇关于运行时的技术文章发布"

@@ -390,7 +390,7 @@ pub fn read(sentence: &str, figure: &str) -> Option<Fact> {
         Direction::Level | Direction::Within if percent => {
             share_of(&clause, figure).map(Against::Named)
         }
-        Direction::Up if multiple => compared_with(&clause, figure),
+        Direction::Up | Direction::Down if multiple => compared_with(&clause, figure),
         _ => None,
     };
     // A gap to nothing named says nothing a reader can use: leave the figure to the body.
@@ -468,15 +468,25 @@ fn figure_at(clause: &str, figure: &str) -> Option<usize> {
 /// The first word of `text` when it is a system's name: a word with a capital or a digit
 /// after its first letter ("vLLM", "cuBLAS", "FlashAttention-3"), not "tasks" or "the".
 fn system_name(text: &str) -> Option<String> {
-    let word = text
+    let words: Vec<&str> = text
         .split_whitespace()
-        .next()?
+        .take(2)
         // A phrase cut after a whole word ends it with "…".
-        .trim_end_matches([',', '.', ';', ':', ')', '…']);
-    word.chars()
-        .skip(1)
-        .any(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
-        .then(|| word.to_string())
+        .map(|w| w.trim_end_matches([',', '.', ';', ':', ')', '…']))
+        .collect();
+    let named = |word: &&str| {
+        word.chars()
+            .skip(1)
+            .any(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
+    };
+    match words.as_slice() {
+        [first, ..] if named(first) => Some(first.to_string()),
+        // A vendor before its product: "Nvidia H200", "AMD MI300X".
+        [vendor, product] if vendor.starts_with(char::is_uppercase) && named(product) => {
+            Some(format!("{vendor} {product}"))
+        }
+        _ => None,
+    }
 }
 
 /// The fact in the reader's language: "编译速度达到此前的 2.4 倍", "compile time up to 40% lower",
@@ -492,6 +502,11 @@ pub fn render(fact: &Fact, t: &Locale) -> String {
         (Direction::Up, Some(Against::Baseline)) if times.is_some() => "fact_up_times_base",
         (Direction::Up, _) if times.is_some() => "fact_up_times",
         (Direction::Up, _) => "fact_up",
+        // "6x lower latency" is said as the share it leaves (延迟降至 1/6): "降低 6 倍"
+        // would read as a reduction by six times the whole.
+        (Direction::Down, Some(Against::Named(_))) if times.is_some() => "fact_down_times_of",
+        (Direction::Down, Some(Against::Baseline)) if times.is_some() => "fact_down_times_base",
+        (Direction::Down, _) if times.is_some() => "fact_down_times",
         (Direction::Down, _) => "fact_down",
         (Direction::Level, Some(_)) => "fact_level_of",
         (Direction::Level, None) => "fact_level",
@@ -508,8 +523,16 @@ pub fn render(fact: &Fact, t: &Locale) -> String {
         key,
         &[
             ("metric", &metric),
-            ("max", if fact.at_most { t.get("fact_max") } else { "" }),
+            (
+                "max",
+                match (fact.at_most, key.starts_with("fact_down_times")) {
+                    (false, _) => "",
+                    (true, false) => t.get("fact_max"),
+                    (true, true) => t.get("fact_max_down"),
+                },
+            ),
             ("figure", &figure),
+            ("n", times.unwrap_or_default()),
             (
                 "of",
                 match &fact.of {
@@ -926,6 +949,36 @@ mod tests {
             assert_eq!(both(clause, figure).0, zh, "{clause}");
         }
         assert!(read("across 96 configurations, 3% of them", "3%").is_none());
+        // A multiple lower is the share it leaves: "降低 6 倍" would be a reduction by six
+        // times the whole.
+        for (clause, figure, zh, en) in [
+            (
+                "Evaluations show a 22x latency reduction for BERT compared to the state of the art",
+                "22x",
+                "延迟降至此前的 1/22",
+                "latency 22x lower",
+            ),
+            (
+                "during decode phase the latency for MLA is 2x less vs Nvidia H200",
+                "2x",
+                "延迟降至 Nvidia H200 的 1/2",
+                "latency 2x lower than Nvidia H200",
+            ),
+            (
+                "FlashMoE achieves up to 9× higher GPU utilization, 6× lower latency",
+                "6×",
+                "延迟降至此前的 1/6",
+                "latency 6x lower",
+            ),
+            (
+                "it cuts decode latency by up to 3x over vLLM",
+                "3x",
+                "延迟最低降至 vLLM 的 1/3",
+                "latency up to 3x lower than vLLM",
+            ),
+        ] {
+            assert_eq!(both(clause, figure), (zh.into(), en.into()), "{clause}");
+        }
     }
 
     /// Sentences of the labelled days (tests/fixtures/eval, eval-holdout) whose figures the
