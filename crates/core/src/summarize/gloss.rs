@@ -25,6 +25,9 @@ pub enum Metric {
     Memory,
     PassRate,
     Overhead,
+    /// Energy used: "28.67% energy reduction". Not efficiency ("1.2x more power
+    /// efficient"), which moves the other way.
+    Energy,
     /// "geomean speedup of 1.18x": a mean over a suite's models, not one case.
     GeomeanSpeed,
     Speed,
@@ -44,6 +47,7 @@ impl Metric {
             Metric::Memory => "metric_memory",
             Metric::PassRate => "metric_pass_rate",
             Metric::Overhead => "metric_overhead",
+            Metric::Energy => "metric_energy",
             Metric::GeomeanSpeed => "metric_geomean_speed",
             Metric::Speed => "metric_speed",
         }
@@ -113,6 +117,10 @@ static CUES: LazyLock<Vec<(Regex, Metric)>> = LazyLock::new(|| {
             Metric::PassRate,
         ),
         (r"overhead", Metric::Overhead),
+        (
+            r"energy (?:consumption|use|usage|reduction|saving)|(?:reduction|savings?) in energy",
+            Metric::Energy,
+        ),
         (r"geomean|geometric mean", Metric::GeomeanSpeed),
         (
             r"faster|speed-?ups?|speeds? up|accelerat(?:es|ed|ing|ion)\b",
@@ -218,8 +226,8 @@ struct Window<'a> {
 
 /// Words that make a figure a reference or another measure than the table's: a peak, what
 /// a benchmark says the hardware can do, accuracy.
-static REFERENCE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)\b(?:peak (?:bandwidth|t?flops|throughput|compute|performance)|theoretical|achievable|according to|accura\w*)\b")
+pub(super) static REFERENCE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)\b(?:(?:peak|max(?:imum)?) (?:bandwidth|t?flops|throughput|compute|performance)|theoretical|achievable|according to|accura\w*)\b")
         .expect("valid regex")
 });
 
@@ -949,6 +957,22 @@ mod tests {
             assert_eq!(both(clause, figure).0, zh, "{clause}");
         }
         assert!(read("across 96 configurations, 3% of them", "3%").is_none());
+        assert_eq!(
+            both(
+                "Our experiments demonstrate an average 28.67% energy reduction on quantized models",
+                "28.67%"
+            ),
+            ("能耗降低 28.67%".into(), "energy use 28.67% lower".into())
+        );
+        // Efficiency moves the other way: no energy gloss.
+        assert_ne!(
+            read(
+                "our design is 1.2× and 2.87× more power efficient than the GPU",
+                "2.87×"
+            )
+            .map(|f| f.metric),
+            Some(Metric::Energy)
+        );
         // A multiple lower is the share it leaves: "降低 6 倍" would be a reduction by six
         // times the whole.
         for (clause, figure, zh, en) in [
