@@ -270,7 +270,7 @@ pub fn summarize_varied(
     let leaning = if changes.is_empty() {
         Vec::new()
     } else {
-        rest_of_items(text, &quoted_elsewhere)
+        rest_of_items(text, quoted_elsewhere)
     };
     let quoted_elsewhere = |s: &str| quoted_elsewhere(s) || leaning.iter().any(|l| l == s);
     // Whole sentences up to the room the summary has: all of it in the reader's language,
@@ -901,7 +901,13 @@ impl<'a> QuotedLead<'a> {
             locale,
             key,
             kind: locale.get(&kind_key(candidate)).to_string(),
-            source: &primary.source,
+            // A collection ("Reading list") is no publisher: "技术文章，涉及 GEMMs", not
+            // "Reading list 技术文章".
+            source: if names_a_publisher(&primary.source) {
+                &primary.source
+            } else {
+                ""
+            },
             changes,
             outline,
             presents: presents.unwrap_or_default(),
@@ -909,7 +915,7 @@ impl<'a> QuotedLead<'a> {
     }
 
     fn fill(&self, quote: &str) -> String {
-        self.locale.fill(
+        let filled = self.locale.fill(
             self.key,
             &[
                 ("kind", &self.kind),
@@ -919,7 +925,8 @@ impl<'a> QuotedLead<'a> {
                 ("presents", &self.presents),
                 ("quote", &self.locale.fill("quote", &[("text", quote)])),
             ],
-        )
+        );
+        filled.trim_start().to_string()
     }
 
     /// The characters left for the quote once the lead ("主版本发布，6 项变化需处理。发布说明
@@ -1665,6 +1672,11 @@ mod tests {
         ] {
             assert!(!names_a_publisher(collection), "{collection}");
         }
+        // Nor is it named in the summary's lead.
+        let mut c = candidate(ItemKind::Post, "Decode GEMMs are latency-bound.", &[]);
+        c.event.items[0].source = "Reading list".into();
+        let summary = summarize(&c, &Locale::builtin("zh-CN"), 300).summary;
+        assert!(summary.starts_with("技术文章"), "{summary}");
     }
 
     #[test]

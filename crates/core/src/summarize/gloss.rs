@@ -442,7 +442,7 @@ fn share_of(clause: &str, figure: &str) -> Option<String> {
 fn compared_with(clause: &str, figure: &str) -> Option<Against> {
     static BASE: LazyLock<Regex> = LazyLock::new(|| {
         Regex::new(
-            r"(?i)^(?:the [\w-]+(?: [\w-]+)? of|that of|(?:[\w-]+ )?(?:than|over|vs\.?|versus)) (?P<base>.+)",
+            r"(?i)^(?:the [\w-]+(?: [\w-]+)? of|that of|(?:[\w-]+ )?(?:than|over|vs\.?|versus|compared (?:to|with)|relative to)) (?P<base>.+)",
         )
         .expect("valid regex")
     });
@@ -476,6 +476,11 @@ fn figure_at(clause: &str, figure: &str) -> Option<usize> {
 /// The first word of `text` when it is a system's name: a word with a capital or a digit
 /// after its first letter ("vLLM", "cuBLAS", "FlashAttention-3"), not "tasks" or "the".
 fn system_name(text: &str) -> Option<String> {
+    // "compared to the H100": the article is no part of the name.
+    let text = text
+        .strip_prefix("the ")
+        .or_else(|| text.strip_prefix("The "))
+        .unwrap_or(text);
     let words: Vec<&str> = text
         .split_whitespace()
         .take(2)
@@ -957,6 +962,17 @@ mod tests {
             assert_eq!(both(clause, figure).0, zh, "{clause}");
         }
         assert!(read("across 96 configurations, 3% of them", "3%").is_none());
+        // "compared to the H100" names what the multiple is of.
+        assert_eq!(
+            both(
+                "SGLang achieved 7,583 tokens per second per GPU for decoding—a 2.7x speedup compared to the H100 (link)",
+                "2.7x"
+            ),
+            (
+                "每秒 token 数达到 H100 的 2.7 倍".into(),
+                "tokens per second 2.7x that of H100".into()
+            )
+        );
         assert_eq!(
             both(
                 "Our experiments demonstrate an average 28.67% energy reduction on quantized models",
