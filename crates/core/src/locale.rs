@@ -110,6 +110,24 @@ impl Locale {
             .join(self.get("list_separator"))
     }
 
+    /// Items joined as a sentence lists them: "a, b and c" (`list_separator`, then
+    /// `list_last_separator` before the last), "a、b、c".
+    pub fn list<S: AsRef<str>>(&self, items: &[S]) -> String {
+        match items {
+            [] => String::new(),
+            [one] => one.as_ref().to_string(),
+            [init @ .., last] => {
+                let init: Vec<&str> = init.iter().map(AsRef::as_ref).collect();
+                format!(
+                    "{}{}{}",
+                    init.join(self.get("list_separator")),
+                    self.get("list_last_separator"),
+                    last.as_ref()
+                )
+            }
+        }
+    }
+
     /// The phrase for a count: `{key}_one` for 1, else `{key}_other`, with `{n}` filled
     /// ("1 change to act on", "3 changes to act on").
     pub fn count(&self, key: &str, n: usize) -> String {
@@ -145,5 +163,15 @@ mod tests {
         // en names a layer in words too; a configured layer keeps its id.
         assert_eq!(en.layer_list(&layers), "kernel codegen, robotics");
         assert_eq!(en.count("brief_changes", 2), " with 2 changes to act on");
+    }
+
+    #[test]
+    fn a_list_reads_as_a_sentence_lists() {
+        let (zh, en) = (Locale::builtin("zh-CN"), Locale::builtin("en"));
+        assert_eq!(en.list(&["MI300X", "RCCL"]), "MI300X and RCCL");
+        assert_eq!(en.list(&["a", "b", "c"]), "a, b and c");
+        assert_eq!(en.list(&["vLLM"]), "vLLM");
+        assert_eq!(zh.list(&["a", "b", "c"]), "a、b、c");
+        assert_eq!(en.list::<&str>(&[]), "");
     }
 }

@@ -333,10 +333,7 @@ pub fn summarize_varied(
         if names.is_empty() {
             String::new()
         } else {
-            locale.fill(
-                "why_against",
-                &[("names", &names.join(locale.get("list_separator")))],
-            )
+            locale.fill("why_against", &[("names", &locale.list(&names))])
         }
     };
     let name = name_ref(candidate, locale);
@@ -692,7 +689,7 @@ fn title_names<'a>(title: &'a str, source: &str) -> Vec<&'a str> {
 /// The names a post's title holds ([`title_names`]) as a list in the reader's language.
 fn said_title_names(primary: &Item, t: &Locale) -> Option<String> {
     let names = title_names(&primary.title, &primary.source);
-    (!names.is_empty()).then(|| names.join(t.get("list_separator")))
+    (!names.is_empty()).then(|| t.list(&names))
 }
 
 /// What a title is about in the reader's words, at most two topics: its runs of two to four
@@ -1194,7 +1191,7 @@ fn brief(candidate: &Candidate, t: &Locale, fact: Option<String>, changes: usize
                 candidate.event.main_text(),
                 &candidate.classification.keywords,
             );
-            (!topics.is_empty()).then(|| topics.join(t.get("list_separator")))
+            (!topics.is_empty()).then(|| t.list(&topics))
         };
         let subject = match (&name, name.is_none().then(topics).flatten()) {
             (Some(n), _) => t.fill(

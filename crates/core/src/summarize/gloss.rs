@@ -929,7 +929,7 @@ mod tests {
             both("Tessera delivers 1.42x the throughput of vLLM…", "1.42x"),
             (
                 "吞吐量达到 vLLM 的 1.42 倍".into(),
-                "throughput 1.42x that of vLLM".into()
+                "1.42x the throughput of vLLM".into()
             )
         );
         for (clause, figure, zh) in [
@@ -970,7 +970,7 @@ mod tests {
             ),
             (
                 "每秒 token 数达到 H100 的 2.7 倍".into(),
-                "tokens per second 2.7x that of H100".into()
+                "2.7x the tokens per second of H100".into()
             )
         );
         assert_eq!(
