@@ -109,6 +109,12 @@ async fn json_follows_the_documented_schema() {
         );
     }
     assert!(html.starts_with("<!doctype html>") && html.contains("<h2>重点变化</h2>"));
+    // zh-CN typography: no space after a full-width colon, lists joined by 、.
+    assert!(html.contains("<strong>为什么重要：</strong>⚠"), "{html}");
+    assert!(
+        html.contains("</a>、<a") && !html.contains("</a>, <a"),
+        "{html}"
+    );
 }
 
 /// A small deterministic generator (xorshift) so failures reproduce.
