@@ -1264,7 +1264,13 @@ fn tidy_han_spacing(text: &str) -> String {
 /// The variables of the "why it matters" line for texts without an impact sentence: the
 /// kind of event, its layers (when it has any) and its quantified results.
 fn fallback_vars(candidate: &Candidate, locale: &Locale) -> Vec<(&'static str, String)> {
-    let layers = locale.layer_list(&candidate.classification.layers);
+    let layers: Vec<&str> = candidate
+        .classification
+        .layers
+        .iter()
+        .map(|l| locale.layer(l))
+        .collect();
+    let layers = locale.list(&layers);
     // Figures of the sentences that report a result: a problem statement's "up to 90% of
     // the time" or a table cell, bare, tells the reader nothing.
     let reported: Vec<String> = sentences(candidate.event.main_text())
@@ -1294,9 +1300,41 @@ fn fallback_vars(candidate: &Candidate, locale: &Locale) -> Vec<(&'static str, S
         // "涉及运行时", but "涉及 robotics" for a configured layer the locale cannot name.
         tidy_han_spacing(&locale.fill("why_layers", &[("layers", &layers)]))
     };
+    // Whom it concerns: the field's systems its title names ("与 vLLM、ROCm 的用户相关"),
+    // but not a phrase of the list that names no product ("CUDA kernels": a name of
+    // several words is written in title case, "Composable Kernel"), nor a release's own
+    // project ("vLLM v0.8.3" concerns vLLM's users, which says nothing).
+    let primary = candidate.event.primary();
+    let title_case = |w: &str| {
+        let mut chars = w.chars();
+        chars.next().is_some_and(char::is_uppercase) && chars.all(|c| !c.is_uppercase())
+    };
+    let users: Vec<String> = named_systems(&primary.title, &candidate.classification.stack)
+        .into_iter()
+        .filter(|n| !n.contains(' ') || n.split_whitespace().all(title_case))
+        .filter(|n| {
+            primary.kind != ItemKind::Release
+                || !primary.title.to_lowercase().starts_with(&n.to_lowercase())
+        })
+        .collect();
+    let audience = if users.is_empty() {
+        String::new()
+    } else {
+        locale.fill("why_audience", &[("names", &locale.list(&users))])
+    };
+    // A paper or post whose code is out can be tried today.
+    let code = if primary.kind != ItemKind::Release
+        && crate::score::releases_code(candidate.event.main_text())
+    {
+        locale.get("why_code").to_string()
+    } else {
+        String::new()
+    };
     vec![
         ("kind", locale.get(&kind_key(candidate)).to_string()),
         ("layers", layers),
+        ("audience", audience),
+        ("code", code),
         ("signal", signal),
     ]
 }
@@ -2041,6 +2079,33 @@ mod tests {
             &["kernel_codegen"],
         );
         assert!(summarize(&c, &t, 300).watch.contains("its code is public"));
+    }
+
+    #[test]
+    fn why_it_matters_without_results_says_whom_it_concerns_and_whether_code_is_out() {
+        let zh = Locale::builtin("zh-CN");
+        let en = Locale::builtin("en");
+        let stack = |names: &[&str]| names.iter().map(|n| n.to_string()).collect();
+        let mut post = candidate(
+            ItemKind::Post,
+            "Per-token activation scaling for FP8. The code is available at https://github.com/vllm-project/vllm.",
+            &["optimization"],
+        );
+        post.event.items[0].title = "PTPC-FP8: Boosting vLLM Performance on AMD ROCm".into();
+        post.classification.stack = stack(&["vllm", "rocm"]);
+        assert_eq!(
+            fallback_why(&post, &zh),
+            "技术文章，涉及优化，与 vLLM、ROCm 的用户相关，代码已公开。"
+        );
+        assert_eq!(
+            fallback_why(&post, &en),
+            "A technical post touching optimization; of interest to users of vLLM and ROCm; its code is out."
+        );
+        // A release's own project, and a phrase that names no product, concern no one.
+        let mut release = candidate(ItemKind::Release, "Fixes.", &["runtime"]);
+        release.event.items[0].title = "vLLM v0.8.3 for CUDA Kernel users".into();
+        release.classification.stack = stack(&["vllm", "cuda kernel"]);
+        assert_eq!(fallback_why(&release, &zh), "次版本发布，涉及运行时。");
     }
 
     #[test]
