@@ -150,7 +150,7 @@ pub fn read(text: &str) -> ReleaseNotes {
     let mut section = Section::Other;
     // Whether the lines now read stand under the last of `notes.areas`.
     let mut area_open = false;
-    for raw in text.lines() {
+    for raw in with_their_lists(text) {
         let line = raw.trim().trim_start_matches(['-', '*', '•']).trim();
         if line.is_empty() {
             continue;
@@ -217,6 +217,45 @@ pub fn read(text: &str) -> ReleaseNotes {
     }
     notes.areas.retain(|a| a.lines > 0);
     notes
+}
+
+/// The text's lines, with a sentence that introduces a list of names joined to it: "The
+/// constant expression variants of the following instructions have been removed:" and
+/// its items "mul", "shl" are one change ("…have been removed: mul, shl."), which alone
+/// would end on its colon. Only a sentence (six words or more) takes its list, and only
+/// items of at most three words (names, not list items of their own).
+fn with_their_lists(text: &str) -> Vec<String> {
+    let item = |line: &str| {
+        let t = line.trim();
+        t.starts_with(['-', '*', '•'])
+            && matches!(
+                t.trim_start_matches(['-', '*', '•'])
+                    .split_whitespace()
+                    .count(),
+                1..=3
+            )
+    };
+    let mut out: Vec<String> = Vec::new();
+    let mut lines = text.lines().peekable();
+    while let Some(line) = lines.next() {
+        let mut line = line.to_string();
+        if line.trim_end().ends_with(':') && line.split_whitespace().count() >= 6 {
+            let mut names = Vec::new();
+            while let Some(next) = lines.next_if(|l| item(l)) {
+                names.push(
+                    next.trim()
+                        .trim_start_matches(['-', '*', '•'])
+                        .trim()
+                        .to_string(),
+                );
+            }
+            if !names.is_empty() {
+                line = format!("{} {}.", line.trim_end(), names.join(", "));
+            }
+        }
+        out.push(line);
+    }
+    out
 }
 
 /// The change the `i`th sentence of a line says, with the sentence after it when it is
@@ -523,6 +562,20 @@ mod tests {
         assert_eq!(
             release_name("CUDA 13.1 Introduces cuTile Python"),
             "CUDA 13.1 Introduces cuTile Python"
+        );
+    }
+
+    #[test]
+    fn a_change_that_introduces_a_list_of_names_is_said_with_them() {
+        let notes = read(
+            "Changes to the LLVM IR\n- The constant expression variants of the following instructions have been removed:\n  - mul\n  - shl\n- Inline asm calls no longer accept label arguments.\nHighlights:\n- CUDA 13\n- Blackwell",
+        );
+        assert_eq!(
+            notes.behaviour,
+            [
+                "The constant expression variants of the following instructions have been removed: mul, shl.",
+                "Inline asm calls no longer accept label arguments."
+            ]
         );
     }
 
