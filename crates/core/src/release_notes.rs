@@ -95,6 +95,9 @@ enum Section {
     Deprecations,
     Performance,
     Fixes,
+    /// "Known issues": what is still wrong ("a hang can occur; this will be fixed in a
+    /// future release") is no fix, no wrong-results fix and no change.
+    KnownIssues,
     Other,
 }
 
@@ -157,7 +160,10 @@ pub fn read(text: &str) -> ReleaseNotes {
         }
         if is_heading(line) {
             section = classify(line);
-            area_open = matches!(section, Section::Other | Section::Performance) && is_area(line);
+            area_open = matches!(
+                section,
+                Section::Other | Section::Performance | Section::KnownIssues
+            ) && is_area(line);
             if area_open {
                 notes.areas.push(Area {
                     heading: line.to_string(),
@@ -174,6 +180,9 @@ pub fn read(text: &str) -> ReleaseNotes {
         if area_open && let Some(area) = notes.areas.last_mut() {
             area.lines += 1;
         }
+        if section == Section::KnownIssues {
+            continue;
+        }
         for sentence in sentences(line) {
             if CORRECTNESS.is_match(sentence) {
                 notes.correctness.push(sentence.to_string());
@@ -184,6 +193,7 @@ pub fn read(text: &str) -> ReleaseNotes {
             Section::Deprecations => notes.deprecations.push(line.to_string()),
             Section::Performance => notes.performance.push(line.to_string()),
             Section::Fixes => notes.fixes.push(line.to_string()),
+            Section::KnownIssues => {}
             Section::Other => {
                 // Notes without headings list their fixes as "Fixed …" items.
                 let lower = line.to_ascii_lowercase();
@@ -338,6 +348,8 @@ fn classify(heading: &str) -> Section {
         "upgrade note",
     ]) {
         Section::Breaking
+    } else if any(&["known issue", "known limitation"]) {
+        Section::KnownIssues
     } else if h.contains("deprecat") {
         Section::Deprecations
     } else if any(&["performance", "speedup"]) {
@@ -577,6 +589,17 @@ mod tests {
                 "Inline asm calls no longer accept label arguments."
             ]
         );
+    }
+
+    #[test]
+    fn known_issues_are_no_fixes_nor_changes() {
+        let notes = read(
+            "Known Issues\n- When using disaggregated serving with KV cache reuse, a hang can occur. This will be fixed in a future release.\n- FP8 GEMM may return incorrect results on SM89; chunked prefill is enabled by default.\nBug Fixes\n- Fixed a crash in the sampler.",
+        );
+        assert_eq!(notes.fixes, ["Fixed a crash in the sampler."]);
+        assert!(notes.correctness.is_empty(), "{:?}", notes.correctness);
+        assert!(notes.behaviour.is_empty(), "{:?}", notes.behaviour);
+        assert_eq!(notes.areas.len(), 1, "{:?}", notes.areas);
     }
 
     #[test]

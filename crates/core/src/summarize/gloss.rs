@@ -227,7 +227,7 @@ struct Window<'a> {
 /// Words that make a figure a reference or another measure than the table's: a peak, what
 /// a benchmark says the hardware can do, accuracy.
 pub(super) static REFERENCE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)\b(?:(?:peak|max(?:imum)?) (?:bandwidth|t?flops|throughput|compute|performance)|theoretical|achievable|according to|accura\w*)\b")
+    Regex::new(r"(?i)\b(?:(?:peak|max(?:imum)?) (?:bandwidth|t?flops|throughput|compute|performance)|theoretical|achievable|rated|according to|accura\w*)\b")
         .expect("valid regex")
 });
 
@@ -362,9 +362,17 @@ pub fn read(sentence: &str, figure: &str) -> Option<Fact> {
     let within = percent && before_lower.ends_with("within");
     // "reduces overhead to just 34.35%": the level reached, not the change ("up to" is a
     // best case).
-    let reaches = ["to", "to just", "to only"]
-        .iter()
-        .any(|t| before_lower == *t || before_lower.ends_with(&format!(" {t}")))
+    let reaches = [
+        "to",
+        "to just",
+        "to only",
+        "to approximately",
+        "to about",
+        "to around",
+        "to roughly",
+    ]
+    .iter()
+    .any(|t| before_lower == *t || before_lower.ends_with(&format!(" {t}")))
         && !before_lower.ends_with("up to");
     let direction = if within {
         Direction::Within
@@ -962,6 +970,22 @@ mod tests {
             assert_eq!(both(clause, figure).0, zh, "{clause}");
         }
         assert!(read("across 96 configurations, 3% of them", "3%").is_none());
+        // A rated figure is a specification; "reduce … to approximately" gives a level.
+        assert!(
+            read(
+                "xGMI's raw bandwidth is rated up to 64 GB/s for each link",
+                "64GB/s"
+            )
+            .is_none()
+        );
+        assert_eq!(
+            both(
+                "protocol overhead, which reduce the usable bandwidth to approximately 48 GB/s per link",
+                "48GB/s"
+            )
+            .0,
+            "带宽达到 48 GB/s"
+        );
         // "compared to the H100" names what the multiple is of.
         assert_eq!(
             both(
