@@ -1336,8 +1336,15 @@ fn fallback_vars(candidate: &Candidate, locale: &Locale) -> Vec<(&'static str, S
     } else {
         String::new()
     };
+    let kind = locale.get(&kind_key(candidate)).to_string();
+    // After "“Title”:" the kind goes on the sentence: "a technical post", not "A".
+    let mut chars = kind.chars();
+    let kind_after_colon = chars
+        .next()
+        .map_or(String::new(), |c| c.to_lowercase().chain(chars).collect());
     vec![
-        ("kind", locale.get(&kind_key(candidate)).to_string()),
+        ("kind", kind),
+        ("kind_after_colon", kind_after_colon),
         ("layers", layers),
         ("audience", audience),
         ("code", code),
@@ -2107,6 +2114,14 @@ mod tests {
         assert_eq!(
             fallback_why(&post, &en),
             "A technical post touching optimization; of interest to users of vLLM and ROCm; its code is out."
+        );
+        // The variant that names the event first goes on after its colon in lower case.
+        let mut vars = fallback_vars(&post, &en);
+        vars.push(("name", "PTPC-FP8".into()));
+        let vars: Vec<(&str, &str)> = vars.iter().map(|(n, v)| (*n, v.as_str())).collect();
+        assert!(
+            en.fill("why_fallback_1", &vars)
+                .starts_with("PTPC-FP8: a technical post touching optimization;")
         );
         // A release's own project, and a phrase that names no product, concern no one.
         let mut release = candidate(ItemKind::Release, "Fixes.", &["runtime"]);
