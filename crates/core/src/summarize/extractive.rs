@@ -334,8 +334,15 @@ pub fn summarize_varied(
     // sentence longer than the room is cut (inside the quote, so it always closes).
     // Against what: the field's own systems the quoted results name ("FlashAttention-3",
     // "vLLM"), as the source spells them.
-    let against_of = |quoted: &str| {
-        let names = named_systems(quoted, &candidate.classification.stack);
+    // The system the gloss names comes first, so the two never disagree ("（对比 H100、
+    // SGLang）：每秒 token 数达到 H100 的 2.7 倍").
+    let against_of = |quoted: &str, glossed: Option<String>| {
+        let mut names = named_systems(quoted, &candidate.classification.stack);
+        if let Some(n) = glossed
+            && !names.iter().any(|x| x.eq_ignore_ascii_case(&n))
+        {
+            names.insert(0, n);
+        }
         if names.is_empty() {
             String::new()
         } else {
@@ -358,12 +365,12 @@ pub fn summarize_varied(
             let quoted = whole_sentences(&cues, budget.saturating_sub(reserve));
             // The gloss reads the quoted sentences whole: a quote cut after "to within 8%"
             // still means "of FlashAttention-3", which the gloss must say.
-            let facts = if gloss {
+            let (facts, glossed) = if gloss {
                 let shown = self::sentences(&quoted).len().min(cues.len());
                 let whole: Vec<String> = cues[..shown].iter().map(|s| s.to_string()).collect();
-                glossed_fact(&whole, event.primary().kind, locale).unwrap_or_default()
+                glossed_fact_of(&whole, event.primary().kind, locale).unwrap_or_default()
             } else {
-                String::new()
+                (String::new(), None)
             };
             let quote = locale.fill("quote", &[("text", &quoted)]);
             let text = if facts.is_empty() {
@@ -371,7 +378,7 @@ pub fn summarize_varied(
             } else {
                 locale.fill("glossed_results", &[("facts", &facts), ("quote", &quote)])
             };
-            (text, against_of(&quoted))
+            (text, against_of(&quoted, glossed))
         })
     };
     // A change in another language than the reader's is said in the reader's when its line
@@ -1093,6 +1100,16 @@ const GLOSS_CHARS: usize = 30;
 /// One only: a second figure's words are more often a share of cases ("6.1% beat the
 /// reference by more than 10%") than a result, and a wrong gloss is worse than none.
 fn glossed_fact(sentences: &[String], kind: ItemKind, t: &Locale) -> Option<String> {
+    glossed_fact_of(sentences, kind, t).map(|(fact, _)| fact)
+}
+
+/// [`glossed_fact`] with the system the figure is measured against, when it names one
+/// ("vLLM" of 吞吐量达到 vLLM 的 1.42 倍).
+fn glossed_fact_of(
+    sentences: &[String],
+    kind: ItemKind,
+    t: &Locale,
+) -> Option<(String, Option<String>)> {
     sentences
         .iter()
         .filter(|s| reports_a_result(s))
@@ -1115,7 +1132,11 @@ fn glossed_fact(sentences: &[String], kind: ItemKind, t: &Locale) -> Option<Stri
             {
                 fact.of = Some(super::gloss::Against::Baseline);
             }
-            super::gloss::render(&fact, t)
+            let named = match &fact.of {
+                Some(super::gloss::Against::Named(n)) => Some(n.clone()),
+                _ => None,
+            };
+            (super::gloss::render(&fact, t), named)
         })
 }
 
@@ -2093,6 +2114,21 @@ mod tests {
             &["kernel_codegen"],
         );
         assert!(summarize(&c, &t, 300).watch.contains("its code is public"));
+    }
+
+    #[test]
+    fn the_system_a_gloss_names_is_among_those_the_results_are_against() {
+        let mut post = candidate(
+            ItemKind::Post,
+            "We deployed DeepSeek on GB200 NVL72. SGLang achieved 7,583 tokens per second per GPU for decoding, a 2.7x speedup compared to the H100 for 2,000-token inputs.",
+            &["runtime"],
+        );
+        post.classification.stack = vec!["sglang".into()];
+        let why = summarize(&post, &Locale::builtin("zh-CN"), 60).why_it_matters;
+        assert!(
+            why.contains("（对比 H100、SGLang）：速度达到 H100 的 2.7 倍"),
+            "{why}"
+        );
     }
 
     #[test]
