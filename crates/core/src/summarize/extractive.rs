@@ -392,7 +392,7 @@ pub fn summarize_varied(
                 // quote, so the next sentence does not run on after it.
                 let mut line = truncate_chars(line, chars);
                 if !line.ends_with(['.', '!', '?', '。', '！', '？', '…']) {
-                    let cjk = line.chars().any(|c| c > '\u{2e80}');
+                    let cjk = has_cjk(&line);
                     line.push(if cjk { '。' } else { '.' });
                 }
                 locale.fill("quote", &[("text", &line)])
@@ -1381,6 +1381,11 @@ pub fn fallback_why(candidate: &Candidate, locale: &Locale) -> String {
     locale.fill("why_fallback_0", &vars)
 }
 
+/// Whether a text holds CJK characters (and so splits and ends sentences as Chinese does).
+fn has_cjk(text: &str) -> bool {
+    text.chars().any(|c| c > '\u{2e80}')
+}
+
 /// Sentences of a text, in order, each ending with punctuation. Lines are units of their own
 /// (list items in release notes); short lines without punctuation are headings and skipped.
 pub fn sentences(text: &str) -> Vec<String> {
@@ -1398,7 +1403,7 @@ pub fn sentences(text: &str) -> Vec<String> {
         // Changes", "Highlights include:"); list items may be shorter.
         let ends_with_stop = line.ends_with(['.', '!', '?', '。', '！', '？']);
         let words = line.split_whitespace().count();
-        let cjk = line.chars().any(|c| c > '\u{2e80}');
+        let cjk = has_cjk(&line);
         let short = if cjk {
             line.chars().count() < 12
         } else {
@@ -1414,7 +1419,7 @@ pub fn sentences(text: &str) -> Vec<String> {
             }
             // "Highlights include:" introduces a list; bold lead-ins such as "TorchInductor
             // performance." name one. Neither says anything on its own.
-            let cjk = s.chars().any(|c| c > '\u{2e80}');
+            let cjk = has_cjk(&s);
             if s.ends_with(':')
                 || (!cjk && s.split_whitespace().count() < 3)
                 || is_instruction(&s)
