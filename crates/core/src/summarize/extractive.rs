@@ -1403,7 +1403,7 @@ pub fn sentences(text: &str) -> Vec<String> {
         // Changes", "Highlights include:"); list items may be shorter.
         let ends_with_stop = line.ends_with(['.', '!', '?', '。', '！', '？']);
         let words = line.split_whitespace().count();
-        let cjk = has_cjk(&line);
+        let cjk = has_cjk(line);
         let short = if cjk {
             line.chars().count() < 12
         } else {
