@@ -29,7 +29,7 @@ use std::sync::Arc;
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 
 use crate::learned::{self, Learned};
-use crate::model::Event;
+use crate::model::{Event, Item};
 use crate::settings::{LayerConfig, RelevanceConfig};
 
 /// Only the start of long texts is read: what an item is about is said early.
@@ -41,6 +41,10 @@ pub const FIELD_WEIGHT: f64 = 1.0;
 pub const NEGATIVE_WEIGHT: f64 = 2.0;
 /// A stack name in the title of a release.
 pub const STACK_RELEASE_WEIGHT: f64 = 2.0;
+/// The points a release of one of a layer's `projects` gives that layer: enough to tag it.
+/// Release notes are often terse lists of fixes in the project's own words ("Fix allgather
+/// for bf16"), and a DeepSpeed or ONNX Runtime release is about its layer whatever they say.
+pub const PROJECT_POINTS: f64 = 2.0;
 use crate::learned::TAG_AT;
 /// Relevance is 1 - exp(-evidence / EVIDENCE_SCALE): 0.57 at 5, 0.81 at 10, 0.96 at 20. It
 /// keeps growing with evidence instead of stopping at a cap, so the richer of two relevant
@@ -66,6 +70,11 @@ struct Pattern {
 pub struct Classifier {
     automaton: AhoCorasick,
     patterns: Vec<Pattern>,
+    /// The layers' `projects`, longest name first at each position, so that
+    /// "triton-inference-server" is not read as "triton"; None when no layer lists any.
+    projects: Option<AhoCorasick>,
+    /// Per project name, the layers that list it.
+    project_layers: Vec<(String, Vec<usize>)>,
     layer_names: Vec<String>,
     /// Learned corrections on top of the phrases (`learned`); None: the phrases alone.
     learned: Option<Arc<Learned>>,
@@ -91,6 +100,10 @@ pub struct Classification {
     pub anchored_points: Vec<(String, f64)>,
     /// Learned corrections per layer in log-odds (layers the model has a head for).
     pub layer_corrections: Vec<(String, f64)>,
+    /// The layers whose `projects` this release is of: they stay whatever the learned
+    /// corrections say (a DeepSpeed release is about the runtime even when its notes read
+    /// like no runtime the labelled days have seen).
+    pub home_layers: Vec<String>,
     pub relevance: Relevance,
 }
 
@@ -170,9 +183,27 @@ impl Classifier {
             .kind(Some(AhoCorasickKind::DFA))
             .build(patterns.iter().map(|p| p.phrase.as_str()))
             .expect("phrase automaton builds");
+        let mut project_layers: Vec<(String, Vec<usize>)> = Vec::new();
+        for (li, layer) in layers.iter().enumerate() {
+            for name in &layer.projects {
+                match project_layers.iter_mut().find(|(n, _)| n == name) {
+                    Some((_, lis)) => lis.push(li),
+                    None => project_layers.push((name.clone(), vec![li])),
+                }
+            }
+        }
+        let projects = (!project_layers.is_empty()).then(|| {
+            AhoCorasickBuilder::new()
+                .ascii_case_insensitive(true)
+                .match_kind(MatchKind::LeftmostLongest)
+                .build(project_layers.iter().map(|(n, _)| n.as_str()))
+                .expect("project automaton builds")
+        });
         Classifier {
             automaton,
             patterns,
+            projects,
+            project_layers,
             layer_names: layers.iter().map(|l| l.name.clone()).collect(),
             learned,
         }
@@ -200,6 +231,7 @@ impl Classifier {
         };
         let (mut keywords, mut title_keywords) = (Vec::new(), Vec::new());
         let (mut negatives, mut stack) = (Vec::new(), Vec::new());
+        let mut stack_in_title = false;
         for (pattern, h) in self.patterns.iter().zip(&hits) {
             if !h.in_title && h.in_text == 0 {
                 continue;
@@ -213,6 +245,7 @@ impl Classifier {
                 // (every ML paper says "implemented in PyTorch").
                 Group::Stack if h.in_title && release => {
                     stack.push(pattern.phrase.clone());
+                    stack_in_title = true;
                     relevance.title_points += 2.0 * STACK_RELEASE_WEIGHT;
                     title_keywords.push(pattern.phrase.clone());
                     keywords.push(pattern.phrase.clone());
@@ -249,6 +282,31 @@ impl Classifier {
                 title_keywords.push(pattern.phrase.clone());
             }
         }
+        let mut home_layers = Vec::new();
+        let projects = if release {
+            self.projects_of(event.primary())
+        } else {
+            Vec::new()
+        };
+        if !projects.is_empty() {
+            let mut touched = vec![false; layer_points.len()];
+            for (name, layers) in &projects {
+                for &li in layers {
+                    touched[li] = true;
+                }
+                stack.push(name.clone());
+            }
+            for (li, _) in touched.iter().enumerate().filter(|(_, t)| **t) {
+                layer_points[li] += PROJECT_POINTS;
+                anchored[li] = true;
+                home_layers.push(self.layer_names[li].clone());
+            }
+            // A release of the field's own system is on topic, like one whose title names
+            // a `stack` system (counted once, whichever said it).
+            if !stack_in_title {
+                relevance.title_points += 2.0 * STACK_RELEASE_WEIGHT;
+            }
+        }
         let anchored_points: Vec<(String, f64)> = layer_points
             .iter()
             .zip(&anchored)
@@ -278,6 +336,7 @@ impl Classifier {
             layer_points,
             anchored_points,
             layer_corrections: Vec::new(),
+            home_layers,
             keywords: sorted_distinct(keywords),
             title_keywords: sorted_distinct(title_keywords),
             negatives: sorted_distinct(negatives),
@@ -318,7 +377,9 @@ impl Classifier {
             if correction != 0.0 {
                 layer_corrections.push((name.clone(), (correction * 100.0).round() / 100.0));
             }
-            layers.push((name, prior + correction));
+            let margin = prior + correction;
+            let home = classification.home_layers.contains(name);
+            layers.push((name, if home { margin.max(0.0) } else { margin }));
         }
         classification.layers = strongest_layers(layers.into_iter());
         classification.layer_corrections = layer_corrections;
@@ -326,31 +387,67 @@ impl Classifier {
     }
 
     fn scan(&self, text: &str, mut on_match: impl FnMut(usize)) {
-        let bytes = text.as_bytes();
         for m in self.automaton.find_overlapping_iter(text) {
-            let phrase = self.patterns[m.pattern().as_usize()].phrase.as_bytes();
-            let starts_alnum = phrase.first().is_some_and(u8::is_ascii_alphanumeric);
-            let ends_alnum = phrase.last().is_some_and(u8::is_ascii_alphanumeric);
-            let before_ok =
-                !starts_alnum || m.start() == 0 || !bytes[m.start() - 1].is_ascii_alphanumeric();
-            // A version or plural may follow: "FlashAttention3", "CUDA12", "H100s".
-            let after_ok = !ends_alnum
-                || match bytes.get(m.end()..).unwrap_or_default() {
-                    [] => true,
-                    [next, rest @ ..] => {
-                        !next.is_ascii_alphanumeric()
-                            || (next.is_ascii_digit()
-                                && phrase.last().is_some_and(u8::is_ascii_alphabetic))
-                            || (*next == b's'
-                                && phrase.last().is_some_and(u8::is_ascii_digit)
-                                && !rest.first().is_some_and(u8::is_ascii_alphanumeric))
-                    }
-                };
-            if before_ok && after_ok {
+            let phrase = &self.patterns[m.pattern().as_usize()].phrase;
+            if whole_words(text, m.start(), m.end(), phrase) {
                 on_match(m.pattern().as_usize());
             }
         }
     }
+
+    /// The layers' `projects` a release names in its title or its GitHub repository
+    /// ("Release 2.35.0 corresponding to NGC container 23.06" of
+    /// triton-inference-server/server), each with the layers that list it.
+    fn projects_of(&self, release: &Item) -> Vec<(String, Vec<usize>)> {
+        let Some(automaton) = &self.projects else {
+            return Vec::new();
+        };
+        let text = format!("{} {}", release.title, github_repository(&release.url));
+        let mut named: Vec<(String, Vec<usize>)> = Vec::new();
+        for m in automaton.find_iter(&text) {
+            let (name, layers) = &self.project_layers[m.pattern().as_usize()];
+            if whole_words(&text, m.start(), m.end(), name) && !named.iter().any(|(n, _)| n == name)
+            {
+                named.push((name.clone(), layers.clone()));
+            }
+        }
+        named
+    }
+}
+
+/// Whether `phrase`, found at start..end of `text`, stands on word boundaries. A version or
+/// plural may follow: "FlashAttention3", "CUDA12", "H100s".
+fn whole_words(text: &str, start: usize, end: usize, phrase: &str) -> bool {
+    let bytes = text.as_bytes();
+    let phrase = phrase.as_bytes();
+    let starts_alnum = phrase.first().is_some_and(u8::is_ascii_alphanumeric);
+    let ends_alnum = phrase.last().is_some_and(u8::is_ascii_alphanumeric);
+    let before_ok = !starts_alnum || start == 0 || !bytes[start - 1].is_ascii_alphanumeric();
+    let after_ok = !ends_alnum
+        || match bytes.get(end..).unwrap_or_default() {
+            [] => true,
+            [next, rest @ ..] => {
+                !next.is_ascii_alphanumeric()
+                    || (next.is_ascii_digit() && phrase.last().is_some_and(u8::is_ascii_alphabetic))
+                    || (*next == b's'
+                        && phrase.last().is_some_and(u8::is_ascii_digit)
+                        && !rest.first().is_some_and(u8::is_ascii_alphanumeric))
+            }
+        };
+    before_ok && after_ok
+}
+
+/// "owner/name" of a link into a GitHub repository, "" for any other link.
+fn github_repository(url: &str) -> &str {
+    let Some(at) = url.find("github.com/") else {
+        return "";
+    };
+    let path = &url[at + "github.com/".len()..];
+    let end = path
+        .match_indices('/')
+        .nth(1)
+        .map_or(path.len(), |(i, _)| i);
+    &path[..end]
 }
 
 /// At most this many layers per event. What an item is about fits in three layers: no
@@ -429,6 +526,11 @@ mod tests {
             keywords: words(kw),
             strong: words(strong),
             weak: words(weak),
+            projects: match name {
+                "frontend" => words(&["triton"]),
+                "runtime" => words(&["vllm", "triton-inference-server"]),
+                _ => vec![],
+            },
         };
         Classifier::new(
             &[
@@ -510,6 +612,52 @@ mod tests {
             c.layers.is_empty(),
             "an ordinary term said twice is not enough"
         );
+    }
+
+    fn release(title: &str, url: &str, text: &str) -> Event {
+        let mut e = event(title, text);
+        e.items[0].kind = ItemKind::Release;
+        e.items[0].url = url.into();
+        e.items[0].release = Some(crate::model::ReleaseLevel::Minor);
+        e
+    }
+
+    #[test]
+    fn a_release_of_a_layers_project_touches_it_whatever_its_notes_say() {
+        let c = classifier();
+        // Terse notes in the project's own words: no phrase of any layer.
+        let notes = "Fix a crash when the model repository is empty. Bump the version.";
+        let server = c.classify(&release(
+            "Release 2.35.0 corresponding to NGC container 23.06",
+            "https://github.com/triton-inference-server/server/releases/tag/v2.35.0",
+            notes,
+        ));
+        // The longest name wins: Triton Inference Server is not the Triton language.
+        assert_eq!(server.layers, vec!["runtime"]);
+        assert_eq!(server.stack, vec!["triton-inference-server"]);
+        assert_eq!(server.relevance.title_points, 2.0 * STACK_RELEASE_WEIGHT);
+        let triton = c.classify(&release(
+            "Triton 3.8.0",
+            "https://github.com/triton-lang/triton/releases/tag/v3.8.0",
+            notes,
+        ));
+        assert_eq!(triton.layers, vec!["frontend"]);
+        // The title's stack name already made it on topic: counted once.
+        let vllm = c.classify(&release(
+            "vLLM v0.9.0",
+            "https://github.com/vllm-project/vllm/releases/tag/v0.9.0",
+            notes,
+        ));
+        assert_eq!(vllm.layers, vec!["runtime"]);
+        assert_eq!(vllm.relevance.title_points, 2.0 * STACK_RELEASE_WEIGHT);
+        // A post that names a project is not a release of it.
+        let post = c.classify(&event("What we learned running vLLM", notes));
+        assert!(post.layers.is_empty(), "{:?}", post.layers);
+        assert_eq!(
+            github_repository("https://github.com/o/r/releases/tag/v1"),
+            "o/r"
+        );
+        assert_eq!(github_repository("https://example.com/o/r"), "");
     }
 
     #[test]

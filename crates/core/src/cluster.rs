@@ -15,7 +15,7 @@
 //! `|s| - ceil(t * |s|) + 1` of each, so only those prefixes are indexed. That keeps the cost
 //! near linear for real titles instead of comparing all pairs. Pure.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use sha2::{Digest as _, Sha256};
 
@@ -61,6 +61,7 @@ pub fn cluster(mut items: Vec<Item>, title_similarity: f64) -> Vec<Event> {
         .chain(linked(&items, &by_url))
         .chain(announcements(&items))
         .chain(project_pages(&items))
+        .chain(cross_posts(&items))
     {
         sets.union(i, j);
     }
@@ -117,6 +118,119 @@ fn linked(items: &[Item], by_url: &HashMap<&str, usize>) -> Vec<(usize, usize)> 
         .copied()
         .filter(|&(_, post)| releases_of(post) == 1)
         .collect()
+}
+
+/// Word trigrams of a text's opening read for [`cross_posts`]: a cross-post repeats the
+/// body, whatever it adds before or after.
+const CROSS_POST_WORDS: usize = 400;
+/// A text with fewer trigrams is too short to be recognised as the same text.
+const CROSS_POST_MIN_TRIGRAMS: usize = 40;
+/// The share of the shorter text's trigrams the longer one must hold.
+const CROSS_POST_SHARE: f64 = 0.6;
+/// One trigram in this many is read (see [`opening_trigrams`]).
+const CROSS_POST_SAMPLE: u64 = 4;
+/// A trigram in more texts than this is boilerplate ("subscribe to our newsletter").
+const CROSS_POST_COMMON: usize = 8;
+
+/// Pairs of posts or papers that are one text published twice: Together AI's copy of the
+/// Hazy Research post on ThunderKittens for Blackwell, under a title of its own. Most word
+/// trigrams of the shorter text's opening are in the longer one's. Not releases: two
+/// versions' notes share their boilerplate and are two events. Trigrams found in many texts
+/// are left out, so the pairs come from an index, not from comparing every two texts.
+fn cross_posts(items: &[Item]) -> Vec<(usize, usize)> {
+    let trigrams: Vec<(usize, HashSet<u64>)> = items
+        .iter()
+        .enumerate()
+        .filter_map(|(i, item)| opening_trigrams(item).map(|set| (i, set)))
+        .collect();
+    let mut texts_of: HashMap<u64, Vec<usize>> = HashMap::new();
+    for (k, (_, set)) in trigrams.iter().enumerate() {
+        for h in set {
+            texts_of.entry(*h).or_default().push(k);
+        }
+    }
+    let mut shared: HashMap<(usize, usize), usize> = HashMap::new();
+    for texts in texts_of.values().filter(|t| t.len() <= CROSS_POST_COMMON) {
+        for (x, &a) in texts.iter().enumerate() {
+            for &b in &texts[x + 1..] {
+                *shared.entry((a, b)).or_default() += 1;
+            }
+        }
+    }
+    let mut pairs: Vec<(usize, usize)> = shared
+        .into_iter()
+        .filter(|&((a, b), n)| copies(n, &trigrams[a].1, &trigrams[b].1))
+        .map(|((a, b), _)| (trigrams[a].0, trigrams[b].0))
+        .collect();
+    pairs.sort_unstable();
+    pairs
+}
+
+/// A sample of the hashed word trigrams of the opening of a post or paper long enough to be
+/// recognised as a copy; None for a release or a short text. The sample keeps the trigrams
+/// whose hash is 0 modulo [`CROSS_POST_SAMPLE`]: the same ones in every copy of a text, at a
+/// quarter of the cost (every paper of a 1,500-item listing is read).
+fn opening_trigrams(item: &Item) -> Option<HashSet<u64>> {
+    if item.kind == ItemKind::Release {
+        return None;
+    }
+    let words: Vec<u64> = item
+        .text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .take(CROSS_POST_WORDS)
+        .map(word_hash)
+        .collect();
+    let set: HashSet<u64> = words
+        .windows(3)
+        .map(|w| {
+            w.iter().fold(0u64, |h, x| {
+                h.wrapping_mul(0x100_0000_01b3).wrapping_add(*x)
+            })
+        })
+        .filter(|h| h % CROSS_POST_SAMPLE == 0)
+        .collect();
+    (set.len() >= CROSS_POST_MIN_TRIGRAMS / CROSS_POST_SAMPLE as usize).then_some(set)
+}
+
+/// FNV-1a of a word's ASCII-lower-cased bytes, finished by a multiply-shift so that the low
+/// bits the sample reads are mixed.
+fn word_hash(word: &str) -> u64 {
+    let h = word.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b.to_ascii_lowercase())).wrapping_mul(0x100_0000_01b3)
+    });
+    (h ^ (h >> 29)).wrapping_mul(0xbf58_476d_1ce4_e5b9) ^ (h >> 32)
+}
+
+/// Whether two texts sharing `shared` trigrams are one text published twice.
+fn copies(shared: usize, a: &HashSet<u64>, b: &HashSet<u64>) -> bool {
+    shared as f64 >= CROSS_POST_SHARE * a.len().min(b.len()) as f64
+}
+
+/// The sources of `event` that reported it in their own words: a cross-post of another
+/// item's text is the same report, not a second one (corroboration counts these).
+pub fn independent_sources(event: &Event) -> usize {
+    let names = event.source_names().len();
+    if names <= 1 {
+        return names;
+    }
+    let mut kept: Vec<(&str, Option<HashSet<u64>>)> = Vec::new();
+    for item in &event.items {
+        let trigrams = opening_trigrams(item);
+        let copy = trigrams.as_ref().is_some_and(|t| {
+            kept.iter().any(|(_, k)| {
+                k.as_ref()
+                    .is_some_and(|k| copies(t.intersection(k).count(), t, k))
+            })
+        });
+        if !copy {
+            kept.push((&item.source, trigrams));
+        }
+    }
+    let mut names: Vec<&str> = kept.into_iter().map(|(n, _)| n).collect();
+    names.sort_unstable();
+    names.dedup();
+    names.len()
 }
 
 /// Pairs (paper, post) where the post is the paper's project page or its authors' write-up:
@@ -448,6 +562,67 @@ mod tests {
             cited_arxiv: vec![],
             links: vec![],
         }
+    }
+
+    #[test]
+    fn a_cross_post_is_one_story_and_one_report() {
+        let body = "With our collaborators we have been playing around with some new GPUs over \
+            the past few weeks and reading about all the exciting new features. The cool thing \
+            is that the new features, from fifth generation tensor cores to tensor memory and \
+            CTA pairs, fit well into the tile based abstractions we already had. We are \
+            releasing BF16 and FP8 GEMM kernels and attention forward and backward kernels \
+            written with these abstractions, and we explain how each feature is used.";
+        let post = |key: &str, source: &str, title: &str, text: String| {
+            let mut p = item(
+                key,
+                source,
+                ItemKind::Post,
+                title,
+                &format!("https://{key}/"),
+            );
+            p.text = text;
+            p
+        };
+        let items = vec![
+            post(
+                "hazy",
+                "Hazy Research",
+                "Kittens Now on New GPUs!",
+                body.to_string(),
+            ),
+            // The copy opens with a paragraph of its own and keeps the body.
+            post(
+                "together",
+                "Together AI Blog",
+                "Kittens Now Optimized for New GPUs",
+                format!(
+                    "At Together we invest in this library. Today we open-source kernels. {body}"
+                ),
+            ),
+            // Another post on the same subject, in other words: another story.
+            post(
+                "other",
+                "Other Blog",
+                "New GPUs and their tensor memory",
+                "Tensor memory is a new on-chip storage for the accumulators of tensor core \
+                 instructions, allocated per CTA by columns and read back to registers before \
+                 the epilogue; we measure its bandwidth and show how kernels that keep two \
+                 accumulators in flight hide the latency of the read, on GEMM and on attention \
+                 kernels, for BF16, FP8 and FP4 inputs at several tile shapes."
+                    .to_string(),
+            ),
+        ];
+        let events = cluster(items, 0.8);
+        assert_eq!(events.len(), 2);
+        let joined = events.iter().find(|e| e.items.len() == 2).unwrap();
+        let keys: Vec<&str> = joined.items.iter().map(|i| i.key.as_str()).collect();
+        assert!(
+            keys.contains(&"hazy") && keys.contains(&"together"),
+            "{keys:?}"
+        );
+        // Two names, one report: corroboration counts it once.
+        assert_eq!(joined.source_names().len(), 2);
+        assert_eq!(independent_sources(joined), 1);
     }
 
     #[test]

@@ -14,7 +14,8 @@
 //!   systems (`[relevance] stack`), 0.1 when their code is out, 0.05 per quantified result
 //!   (at most three); posts 0.3 plus 0.15 per quantified result, counting at most three. A quantified result is a number with a
 //!   unit of effect: "40x", "1.9×", "0.2%", "120 TFLOPS".
-//! - corroboration: distinct sources; one 0, two 0.7, three or more 1.
+//! - corroboration: distinct sources, a cross-post of another's text not counted; one 0,
+//!   two 0.7, three or more 1.
 //! - freshness: 0.5 at the start of the window rising to 1 at its end (newest item).
 
 use crate::classify::Classification;
@@ -273,7 +274,8 @@ pub fn assess(
         ),
     };
 
-    let sources = event.source_names().len();
+    // A cross-post is one report under two names.
+    let sources = crate::cluster::independent_sources(event);
     let corroboration = match sources {
         0 | 1 => 0.0,
         2 => 0.7,

@@ -240,6 +240,9 @@ pub struct LayerConfig {
     pub strong: Vec<String>,
     /// Words that mean the layer only in company ("latency", "layout"): weight 1/2.
     pub weak: Vec<String>,
+    /// The field's systems whose home is this layer ("vllm" for runtime, "cutlass" for
+    /// kernel_codegen): a release of one, named in its title or its repository, touches it.
+    pub projects: Vec<String>,
 }
 
 /// Phrases that are not one layer's: evidence that an item is about this field at all, and

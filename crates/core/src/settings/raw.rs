@@ -68,6 +68,8 @@ pub struct RawLayer {
     pub strong: Vec<String>,
     #[serde(default)]
     pub weak: Vec<String>,
+    #[serde(default)]
+    pub projects: Vec<String>,
 }
 
 /// `[relevance]`: phrases about the field as a whole and about its neighbours. A missing

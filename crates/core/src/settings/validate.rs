@@ -230,6 +230,7 @@ pub fn validate_layers(
             keywords,
             strong: phrases(&layer.strong),
             weak: phrases(&layer.weak),
+            projects: phrases(&layer.projects),
         });
     }
     out
