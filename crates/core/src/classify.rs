@@ -402,7 +402,7 @@ impl Classifier {
         let Some(automaton) = &self.projects else {
             return Vec::new();
         };
-        let text = format!("{} {}", release.title, github_repository(&release.url));
+        let text = format!("{} {}", release.title, release.github_repository());
         let mut named: Vec<(String, Vec<usize>)> = Vec::new();
         for m in automaton.find_iter(&text) {
             let (name, layers) = &self.project_layers[m.pattern().as_usize()];
@@ -435,19 +435,6 @@ fn whole_words(text: &str, start: usize, end: usize, phrase: &str) -> bool {
             }
         };
     before_ok && after_ok
-}
-
-/// "owner/name" of a link into a GitHub repository, "" for any other link.
-fn github_repository(url: &str) -> &str {
-    let Some(at) = url.find("github.com/") else {
-        return "";
-    };
-    let path = &url[at + "github.com/".len()..];
-    let end = path
-        .match_indices('/')
-        .nth(1)
-        .map_or(path.len(), |(i, _)| i);
-    &path[..end]
 }
 
 /// At most this many layers per event. What an item is about fits in three layers: no
@@ -654,10 +641,14 @@ mod tests {
         let post = c.classify(&event("What we learned running vLLM", notes));
         assert!(post.layers.is_empty(), "{:?}", post.layers);
         assert_eq!(
-            github_repository("https://github.com/o/r/releases/tag/v1"),
+            release("x", "https://github.com/o/r/releases/tag/v1", "")
+                .primary()
+                .github_repository(),
             "o/r"
         );
-        assert_eq!(github_repository("https://example.com/o/r"), "");
+        let mut elsewhere = event("x", "");
+        elsewhere.items[0].url = "https://example.com/o/r/releases/tag/v1".into();
+        assert_eq!(elsewhere.primary().github_repository(), "");
     }
 
     #[test]

@@ -62,6 +62,7 @@ pub fn cluster(mut items: Vec<Item>, title_similarity: f64) -> Vec<Event> {
         .chain(announcements(&items))
         .chain(project_pages(&items))
         .chain(cross_posts(&items))
+        .chain(our_blog(&items))
     {
         sets.union(i, j);
     }
@@ -396,6 +397,67 @@ fn announcements(items: &[Item]) -> Vec<(usize, usize)> {
     pairs
 }
 
+/// Pairs (release, post) where the notes send the reader to "our blog" and the project's
+/// own blog has exactly one post naming the project within two days of the release: vLLM
+/// v0.7.0 ("vLLM's V1 engine is ready for testing! … See our blog for more details.") and
+/// the vLLM Blog's "vLLM V1: A Major Upgrade to vLLM's Core Architecture". Release notes
+/// quoted elsewhere (a Dependabot pull request, a mirror) often lose the link itself.
+fn our_blog(items: &[Item]) -> Vec<(usize, usize)> {
+    let mut pairs = Vec::new();
+    for (r, release) in items.iter().enumerate() {
+        if release.kind != ItemKind::Release || !has_word(&release.text.to_lowercase(), "our blog")
+        {
+            continue;
+        }
+        // The repository's name ("vllm" of vllm-project/vllm), from the link, else from a
+        // source named after the repository.
+        let repository = match release.github_repository() {
+            "" => release.source.as_str(),
+            repository => repository,
+        };
+        let Some((_, repo)) = repository.rsplit_once('/') else {
+            continue;
+        };
+        let project = spoken_name(repo);
+        if project.chars().filter(|c| c.is_alphanumeric()).count() < 3 {
+            continue;
+        }
+        let posts: Vec<usize> = items
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| {
+                p.kind == ItemKind::Post
+                    && has_word(&spoken_name(&p.source), &project)
+                    && has_word(&spoken_name(&p.title), &project)
+                    && (p.published - release.published).num_hours().abs() <= 48
+            })
+            .map(|(i, _)| i)
+            .collect();
+        // Several such posts: the one whose title names what the notes name ("V1").
+        let named: Vec<usize> = posts
+            .iter()
+            .copied()
+            .filter(|&p| {
+                items[p]
+                    .title
+                    .split(|c: char| !c.is_alphanumeric())
+                    .filter(|w| {
+                        w.chars().count() >= 3
+                            || (w.chars().count() == 2 && w.chars().any(|c| c.is_ascii_digit()))
+                    })
+                    .filter(|w| spoken_name(w) != project)
+                    .filter(|w| !crate::text::GENERIC_ACRONYMS.contains(w))
+                    .any(|w| written_as_name(w, &release.text))
+            })
+            .collect();
+        match (&posts[..], &named[..]) {
+            ([p], _) | (_, [p]) => pairs.push((r, *p)),
+            _ => {}
+        }
+    }
+    pairs
+}
+
 /// Whether `post` links the GitHub repository of `release` (its page or anything in it):
 /// "github.com/apache/tvm" for apache/tvm's v0.25.0.
 fn links_repository(post: &Item, release: &Item) -> bool {
@@ -562,6 +624,60 @@ mod tests {
             cited_arxiv: vec![],
             links: vec![],
         }
+    }
+
+    #[test]
+    fn notes_that_point_to_our_blog_join_the_projects_one_post_about_it() {
+        let mut release = item(
+            "v0.7.0",
+            "vLLM releases",
+            ItemKind::Release,
+            "v0.7.0",
+            "https://github.com/vllm-project/vllm/releases/tag/v0.7.0",
+        );
+        release.text =
+            "vLLM's V1 engine is ready for testing! See our blog for more details.".into();
+        let post = |key: &str, source: &str, title: &str| {
+            item(
+                key,
+                source,
+                ItemKind::Post,
+                title,
+                &format!("https://blog.example/{key}"),
+            )
+        };
+        let v1 = post(
+            "v1",
+            "vLLM Blog",
+            "vLLM V1: A Major Upgrade to vLLM's Core Architecture",
+        );
+        // Another blog's post on vLLM, and the project blog's post on something else.
+        let other_blog = post("x", "Some Blog", "Serving with vLLM at scale");
+        let other_topic = post("y", "vLLM Blog", "Our new website");
+        let events = cluster(
+            vec![release.clone(), v1.clone(), other_blog, other_topic],
+            0.8,
+        );
+        assert_eq!(events.len(), 3);
+        let joined = events.iter().find(|e| e.items.len() == 2).unwrap();
+        assert_eq!(joined.items[0].key, "v0.7.0");
+        assert_eq!(joined.items[1].key, "v1");
+        assert_eq!(joined.items[0].github_repository(), "vllm-project/vllm");
+        // Two posts of the project's blog name the project: the one whose title names what
+        // the notes name ("V1") is meant; when none or both do, neither joins.
+        let meetup = post("m", "vLLM Blog", "vLLM Meetup Wrap-Up");
+        let events = cluster(vec![release.clone(), v1.clone(), meetup.clone()], 0.8);
+        assert_eq!(events.len(), 2);
+        assert!(
+            events
+                .iter()
+                .any(|e| e.items.len() == 2 && e.items[1].key == "v1")
+        );
+        let course = post("c", "vLLM Blog", "A vLLM Course");
+        assert_eq!(cluster(vec![release.clone(), meetup, course], 0.8).len(), 3);
+        // Notes that do not point to the blog join nothing.
+        release.text = "Bug fixes.".into();
+        assert_eq!(cluster(vec![release, v1], 0.8).len(), 2);
     }
 
     #[test]

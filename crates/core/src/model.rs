@@ -79,6 +79,26 @@ pub struct Item {
     pub links: Vec<String>,
 }
 
+impl Item {
+    /// "owner/name" of the item's link into a GitHub repository, "" for any other link.
+    pub fn github_repository(&self) -> &str {
+        github_repository(&self.url)
+    }
+}
+
+/// "owner/name" of a link into a GitHub repository, "" for any other link.
+pub fn github_repository(url: &str) -> &str {
+    let Some(at) = url.find("github.com/") else {
+        return "";
+    };
+    let path = &url[at + "github.com/".len()..];
+    let end = path
+        .match_indices('/')
+        .nth(1)
+        .map_or(path.len(), |(i, _)| i);
+    &path[..end]
+}
+
 /// Items about the same thing, primary item first (the one whose title the event shows).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Event {

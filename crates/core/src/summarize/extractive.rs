@@ -594,7 +594,7 @@ pub fn short_name(candidate: &Candidate) -> Option<String> {
     let primary = candidate.event.primary();
     if primary.kind == ItemKind::Release {
         return Some(truncate_chars(
-            &release_notes::release_name(&primary.title),
+            &release_notes::display_name(&primary.title, primary.github_repository()),
             80,
         ));
     }
@@ -753,8 +753,12 @@ fn title_topics(title: &str, t: &Locale, text: &str, known: &[String]) -> Vec<St
 
 /// Whether a source's name names who publishes it ("NVIDIA Technical Blog", "arXiv",
 /// "heise online") rather than describing a collection in a phrase of plain words after a
-/// capital ("Systems and infrastructure news", "GPU news reading list", "Reading list").
+/// capital ("Systems and infrastructure news", "GPU news reading list", "Reading list"), or
+/// a query or list of them ("arXiv query: cs.AR, cs.PF, cs.DC").
 fn names_a_publisher(source: &str) -> bool {
+    if source.contains([':', ',', ';']) {
+        return false;
+    }
     let mut words = source.split_whitespace();
     let first_capital = words
         .next()
@@ -1744,6 +1748,7 @@ mod tests {
             "Systems and infrastructure news",
             "GPU news reading list",
             "Reading list",
+            "arXiv query: cs.AR, cs.PF, cs.DC",
         ] {
             assert!(!names_a_publisher(collection), "{collection}");
         }
