@@ -533,16 +533,16 @@ pub fn markdown_units(
                     .map(|(s, label)| format!("[{}]({})", esc(&label), link_url(&s.url)))
                     .collect();
                 md.push_str(&format!(
-                    "**{n}. {title}**{line}{}{line}{}{line}**{}** {}",
+                    "**{n}. {title}**{line}{}{line}{}{line}{}{}",
                     muted(&format!(
-                        "{} {}/100 · {} {}",
-                        esc(t.get("score")),
+                        "{}{}/100 · {}{}",
+                        kdigest_core::render::label_then(&esc(t.get("score"))),
                         e.score,
-                        esc(t.get("layers")),
+                        kdigest_core::render::label_then(&esc(t.get("layers"))),
                         esc(&t.layer_list(&e.layers))
                     )),
                     esc(&e.summary),
-                    esc(t.get("why")),
+                    kdigest_core::render::emphasised_label(&esc(t.get("why")), "**", "**"),
                     esc(&e.why_it_matters),
                 ));
                 if !sources.is_empty() {

@@ -133,7 +133,7 @@ const CROSS_POST_SAMPLE: u64 = 4;
 /// A trigram in more texts than this is boilerplate ("subscribe to our newsletter").
 const CROSS_POST_COMMON: usize = 8;
 
-/// Pairs of posts or papers that are one text published twice: Together AI's copy of the
+/// Pairs of posts that are one text published twice: Together AI's copy of the
 /// Hazy Research post on ThunderKittens for Blackwell, under a title of its own. Most word
 /// trigrams of the shorter text's opening are in the longer one's. Not releases: two
 /// versions' notes share their boilerplate and are two events. Trigrams found in many texts
@@ -167,12 +167,14 @@ fn cross_posts(items: &[Item]) -> Vec<(usize, usize)> {
     pairs
 }
 
-/// A sample of the hashed word trigrams of the opening of a post or paper long enough to be
-/// recognised as a copy; None for a release or a short text. The sample keeps the trigrams
+/// A sample of the hashed word trigrams of the opening of a post long enough to be
+/// recognised as a copy; None for a release, a paper or a short text. The sample keeps the trigrams
 /// whose hash is 0 modulo [`CROSS_POST_SAMPLE`]: the same ones in every copy of a text, at a
-/// quarter of the cost (every paper of a 1,500-item listing is read).
+/// quarter of the cost (a day may hold hundreds of posts).
 fn opening_trigrams(item: &Item) -> Option<HashSet<u64>> {
-    if item.kind == ItemKind::Release {
+    // Papers are one text under one arXiv id already; a paper's blog write-up is
+    // `project_pages`' matter. Cross-posting is what blogs do.
+    if item.kind != ItemKind::Post {
         return None;
     }
     let words: Vec<u64> = item

@@ -83,9 +83,9 @@ fn event_embed(n: usize, e: &DigestEvent, section: &str, footer: &str, t: &Local
         format!("↪ {}{resolves}\n\n", esc(&kdigest_core::render::follow_up_line(f, t)))
     });
     let description = format!(
-        "{follow_up}{}\n\n**{}** {}",
+        "{follow_up}{}\n\n{}{}",
         esc(&e.summary),
-        t.get("why"),
+        kdigest_core::render::emphasised_label(t.get("why"), "**", "**"),
         esc(&e.why_it_matters)
     );
     let mut fields = vec![

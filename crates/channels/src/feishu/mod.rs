@@ -196,13 +196,13 @@ fn units(d: &Digest, t: &Locale) -> Vec<Unit> {
                     None => escape(&title),
                 };
                 md.push_str(&format!(
-                    "**{n}. {title}**\n{} **{}/100** · {} {}\n{}\n*{}* {}",
-                    escape(t.get("score")),
+                    "**{n}. {title}**\n{}**{}/100** · {}{}\n{}\n{}{}",
+                    kdigest_core::render::label_then(&escape(t.get("score"))),
                     e.score,
-                    escape(t.get("layers")),
+                    kdigest_core::render::label_then(&escape(t.get("layers"))),
                     escape(&t.layer_list(&e.layers)),
                     escape(&e.summary),
-                    escape(t.get("why")),
+                    kdigest_core::render::emphasised_label(&escape(t.get("why")), "*", "*"),
                     escape(&e.why_it_matters),
                 ));
                 if let Some(f) = &e.follow_up {

@@ -9,7 +9,8 @@ use crate::robot::{self, Piece};
 use kdigest_core::locale::Locale;
 use kdigest_core::model::Digest;
 use kdigest_core::render::{
-    dated_title, escape_html, event_title, follow_up_line, source_labels,
+    dated_title, emphasised_label, escape_html, event_title, follow_up_line, label_then,
+    source_labels,
 };
 use kdigest_core::text::collapse_whitespace;
 
@@ -56,25 +57,25 @@ fn units(d: &Digest, t: &Locale, site: Option<&str>) -> Vec<Unit> {
                 }
                 let url = e.sources.first().map_or("", |s| s.url.as_str());
                 let meta = format!(
-                    "{} {}/100 · {} {}",
-                    t.get("score"),
+                    "{}{}/100 · {}{}",
+                    label_then(t.get("score")),
                     e.score,
-                    t.get("layers"),
+                    label_then(t.get("layers")),
                     t.layer_list(&e.layers)
                 );
                 plain.push_str(&format!(
-                    "{n}. {}\n{meta}\n{}\n{} {}",
+                    "{n}. {}\n{meta}\n{}\n{}{}",
                     collapse_whitespace(&event_title(e)),
                     collapse_whitespace(&e.summary),
-                    t.get("why"),
+                    label_then(t.get("why")),
                     collapse_whitespace(&e.why_it_matters)
                 ));
                 html.push_str(&format!(
-                    "<p><b>{n}. {}</b><br><i>{}</i><br>{}<br><b>{}</b> {}",
+                    "<p><b>{n}. {}</b><br><i>{}</i><br>{}<br>{}{}",
                     link(&event_title(e), url),
                     h(&meta),
                     h(&e.summary),
-                    h(t.get("why")),
+                    emphasised_label(&h(t.get("why")), "<b>", "</b>"),
                     h(&e.why_it_matters)
                 ));
                 let labels = source_labels(&e.sources, t);

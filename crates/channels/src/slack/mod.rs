@@ -195,13 +195,19 @@ fn units(d: &Digest, t: &Locale, site: Option<&str>) -> Vec<Vec<Value>> {
                     format!("\n↪ {}", escape(&kdigest_core::render::follow_up_line(f, t)))
                 });
                 blocks.push(section(format!(
-                    "{prefix}*{title}*\n{}\n_{}_ {}{follow_up}",
+                    "{prefix}*{title}*\n{}\n{}{}{follow_up}",
                     escape(&e.summary),
-                    escape(t.get("why")),
+                    kdigest_core::render::emphasised_label(&escape(t.get("why")), "_", "_"),
                     escape(&e.why_it_matters)
                 )));
                 let mut context = vec![
-                    format!("{} {}", escape(t.get("layers")), escape(&t.layer_list(&e.layers))),
+                    format!(
+                        "{}{}",
+                        kdigest_core::render::label_then(&escape(t.get("layers"))),
+                        escape(&t.layer_list(&e.layers))
+                    ),
+                    // A space before the bold figure even after a full-width colon: Slack
+                    // reads `*` as bold only at a word boundary it does not define for CJK.
                     format!("{} *{}/100*", escape(t.get("score")), e.score),
                 ];
                 context.extend(

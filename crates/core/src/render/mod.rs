@@ -181,6 +181,9 @@ impl Renderer {
         env.set_lstrip_blocks(true);
         env.add_filter("md", md_escape);
         env.add_filter("md_url", md_url);
+        env.add_filter("md_label", |label: String| {
+            emphasised_label(&label, "**", "**")
+        });
         // Telegram templates get Telegram's own escaping: its HTML accepts only the named
         // entities &lt; &gt; &amp; &quot;, and hrefs stay readable (no &#x2f;).
         env.set_auto_escape_callback(|name| {
@@ -414,6 +417,29 @@ impl Renderer {
     }
 }
 
+/// A label ("Why it matters:", "为什么重要：") emphasised with `open`…`close` in a Markdown
+/// dialect, with what goes between it and its text. Markdown ends emphasis at a closing mark
+/// after punctuation only when whitespace or punctuation follows it, so "**为什么重要：**" needs
+/// a space after it that Chinese typography does not put after a full-width colon; the
+/// colon goes outside instead, "**为什么重要**：", and nothing follows. Other labels keep
+/// their colon and a space: "**Why it matters:** ".
+pub fn emphasised_label(label: &str, open: &str, close: &str) -> String {
+    match label.strip_suffix('：') {
+        Some(words) => format!("{open}{words}{close}："),
+        None => format!("{open}{label}{close} "),
+    }
+}
+
+/// A label and what goes between it and its text, in plain text or HTML: "Score: ",
+/// "评分：" (no space after a full-width colon).
+pub fn label_then(label: &str) -> String {
+    if label.ends_with('：') {
+        label.to_string()
+    } else {
+        format!("{label} ")
+    }
+}
+
 /// The text of each of an event's source links: the source's name ("arXiv",
 /// "NVIDIA/cutlass"), numbered when two links share one ("arXiv 1", "arXiv 2"), "Source n"
 /// when it has none. A reader sees where a link goes before following it, which "Source 1"
@@ -619,6 +645,24 @@ mod tests {
             name: name.into(),
             url: format!("https://example.com/{name}"),
         }
+    }
+
+    #[test]
+    fn a_full_width_colon_stays_outside_the_emphasis_with_nothing_after_it() {
+        // CommonMark would not close "**为什么重要：**" before a Han character.
+        assert_eq!(emphasised_label("为什么重要：", "**", "**"), "**为什么重要**：");
+        assert_eq!(
+            emphasised_label("Why it matters:", "**", "**"),
+            "**Why it matters:** "
+        );
+        assert_eq!(label_then("事件评分："), "事件评分：");
+        assert_eq!(label_then("Event score:"), "Event score: ");
+        let md = Renderer::new("zh-CN", None).unwrap();
+        let env_label = md
+            .env
+            .render_str("{{ l | md_label }}x", minijinja::context! { l => "涉及层级：" })
+            .unwrap();
+        assert_eq!(env_label, "**涉及层级**：x");
     }
 
     #[test]
