@@ -92,14 +92,24 @@ pub fn display_name(title: &str, repository: &str) -> String {
             .flat_map(char::to_lowercase)
             .collect()
     };
-    let (owner_s, repo_s) = (squash(owner), squash(repo));
+    let repo_s = squash(repo);
     let named = squash(&name);
-    if repo_s.is_empty() || named.contains(&repo_s) || named.contains(&owner_s) {
+    if repo_s.is_empty() || named.contains(&repo_s) {
         return name.into_owned();
     }
     let Some(version) = TITLE_VERSION.find(title) else {
         return name.into_owned();
     };
+    // A title that names something before its version names the product, whatever the
+    // repository is called: "Mojo v1.0.0" of modular/modular stays "Mojo v1.0.0". Only a
+    // bare version, "Release 2.35.0 …" or a lower-case tag ("rocm-6.0.0") names nothing.
+    let names_something = title[..version.start()]
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !matches!(w.to_lowercase().as_str(), "release" | "version"))
+        .any(|w| w.chars().any(char::is_uppercase));
+    if names_something {
+        return name.into_owned();
+    }
     // A repository named by a generic word is its owner's: triton-inference-server/server.
     const GENERIC: &[&str] = &[
         "server", "core", "main", "sdk", "api", "app", "cli", "lib", "src", "release", "releases",
@@ -619,6 +629,18 @@ mod tests {
         assert_eq!(
             display_name("NCCL v2.24.3-1", "NVIDIA/nccl"),
             "NCCL v2.24.3-1"
+        );
+        assert_eq!(
+            display_name("Mojo v1.0.0", "modular/modular"),
+            "Mojo v1.0.0"
+        );
+        assert_eq!(
+            display_name("rocm-6.0.0", "ROCm/composable_kernel"),
+            "composable_kernel 6.0.0"
+        );
+        assert_eq!(
+            display_name("v0.19.3 Patch release", "deepspeedai/DeepSpeed"),
+            "DeepSpeed v0.19.3"
         );
         // Not on GitHub, or no version: the title's name.
         assert_eq!(display_name("v1.0.0", ""), "v1.0.0");

@@ -650,7 +650,10 @@ mod tests {
     #[test]
     fn a_full_width_colon_stays_outside_the_emphasis_with_nothing_after_it() {
         // CommonMark would not close "**为什么重要：**" before a Han character.
-        assert_eq!(emphasised_label("为什么重要：", "**", "**"), "**为什么重要**：");
+        assert_eq!(
+            emphasised_label("为什么重要：", "**", "**"),
+            "**为什么重要**："
+        );
         assert_eq!(
             emphasised_label("Why it matters:", "**", "**"),
             "**Why it matters:** "
@@ -660,7 +663,10 @@ mod tests {
         let md = Renderer::new("zh-CN", None).unwrap();
         let env_label = md
             .env
-            .render_str("{{ l | md_label }}x", minijinja::context! { l => "涉及层级：" })
+            .render_str(
+                "{{ l | md_label }}x",
+                minijinja::context! { l => "涉及层级：" },
+            )
             .unwrap();
         assert_eq!(env_label, "**涉及层级**：x");
     }

@@ -338,6 +338,8 @@ pub fn summarize_varied(
     // SGLang）：每秒 token 数达到 H100 的 2.7 倍").
     let against_of = |quoted: &str, glossed: Option<String>| {
         let mut names = named_systems(quoted, &candidate.classification.stack);
+        // FlashAttention-4's paper is not measured against FlashAttention-4.
+        names.retain(|n| !is_own_system(candidate.event.primary(), n));
         if let Some(n) = glossed
             && !names.iter().any(|x| x.eq_ignore_ascii_case(&n))
         {
@@ -585,6 +587,20 @@ fn name_ref(candidate: &Candidate, locale: &Locale) -> String {
         let title = without_dangling_word(truncate_chars(&candidate.event.primary().title, 40));
         locale.fill("title_ref", &[("title", &title)])
     })
+}
+
+/// Whether `name` is the event's own system: the project a release's title starts with
+/// ("vLLM v0.8.3"), or the name a paper's or post's title gives before its colon
+/// ("FlashAttention-4: Algorithm and …").
+fn is_own_system(primary: &Item, name: &str) -> bool {
+    let name = name.to_lowercase();
+    let title = primary.title.to_lowercase();
+    match primary.kind {
+        ItemKind::Release => title.starts_with(&name),
+        _ => title
+            .split_once(':')
+            .is_some_and(|(head, _)| head.trim() == name),
+    }
 }
 
 /// A name for the event that a sentence in any language may carry: the release's name, or
@@ -1334,7 +1350,7 @@ fn fallback_vars(candidate: &Candidate, locale: &Locale) -> Vec<(&'static str, S
     // Whom it concerns: the field's systems its title names ("与 vLLM、ROCm 的用户相关"),
     // but not a phrase of the list that names no product ("CUDA kernels": a name of
     // several words is written in title case, "Composable Kernel"), nor a release's own
-    // project ("vLLM v0.8.3" concerns vLLM's users, which says nothing).
+    // system ("vLLM v0.8.3" concerns vLLM's users, which says nothing).
     let primary = candidate.event.primary();
     let title_case = |w: &str| {
         let mut chars = w.chars();
@@ -1343,10 +1359,7 @@ fn fallback_vars(candidate: &Candidate, locale: &Locale) -> Vec<(&'static str, S
     let users: Vec<String> = named_systems(&primary.title, &candidate.classification.stack)
         .into_iter()
         .filter(|n| !n.contains(' ') || n.split_whitespace().all(title_case))
-        .filter(|n| {
-            primary.kind != ItemKind::Release
-                || !primary.title.to_lowercase().starts_with(&n.to_lowercase())
-        })
+        .filter(|n| !is_own_system(primary, n))
         .collect();
     let audience = if users.is_empty() {
         String::new()
@@ -2139,6 +2152,20 @@ mod tests {
             why.contains("（对比 H100、SGLang）：速度达到 H100 的 2.7 倍"),
             "{why}"
         );
+    }
+
+    #[test]
+    fn a_paper_is_not_said_to_be_measured_against_its_own_system() {
+        let mut paper = candidate(
+            ItemKind::Paper,
+            "Attention is the bottleneck of long-context inference on new GPUs. We demonstrate that our method, FlashAttention-4, achieves up to 1.3× speedup over cuDNN 9.13 and 2.7× over Triton on B200 GPUs with BF16.",
+            &["kernel_codegen"],
+        );
+        paper.event.items[0].title =
+            "FlashAttention-4: Algorithm and Kernel Pipelining Co-Design".into();
+        paper.classification.stack = vec!["flashattention".into(), "cudnn".into(), "triton".into()];
+        let why = summarize(&paper, &Locale::builtin("en"), 60).why_it_matters;
+        assert!(why.contains("(against cuDNN and Triton)"), "{why}");
     }
 
     #[test]

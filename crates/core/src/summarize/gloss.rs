@@ -173,7 +173,7 @@ static ANY_FIGURE: LazyLock<Regex> = LazyLock::new(|| {
 
 /// Words that move a measure down or up ("40% lower", "2.4x faster").
 static DOWN: LazyLock<Regex> = LazyLock::new(|| {
-    words(&[
+    verbs(&[
         "lower",
         "less",
         "fewer",
@@ -188,7 +188,7 @@ static DOWN: LazyLock<Regex> = LazyLock::new(|| {
     ])
 });
 static UP: LazyLock<Regex> = LazyLock::new(|| {
-    words(&[
+    verbs(&[
         "faster",
         "higher",
         "more",
@@ -205,6 +205,16 @@ static UP: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 /// A case-insensitive regex matching any of `alternatives` as whole words.
+/// Like [`words`], but not inside a hyphenated compound: "reduce-scatter" and "all-reduce"
+/// are collectives, not a reduction ("up to 168× for reduce-scatter" is a speed-up).
+fn verbs(alternatives: &[&str]) -> Regex {
+    Regex::new(&format!(
+        r"(?i)(?:^|[^\w-])({})(?:[^\w-]|$)",
+        alternatives.join("|")
+    ))
+    .expect("valid regex")
+}
+
 fn words(alternatives: &[&str]) -> Regex {
     Regex::new(&format!(r"(?i)\b({})\b", alternatives.join("|"))).expect("valid regex")
 }
@@ -932,6 +942,15 @@ mod tests {
             "每秒 token 数达到 12,000 tokens/s"
         );
         assert_eq!(both("reduces p99 TPOT by 37%", "37%").0, "延迟降低 37%");
+        // "reduce-scatter" is a collective, not a reduction.
+        assert_eq!(
+            both(
+                "substantial performance speedups over RCCL -- up to 168× for reduce-scatter",
+                "168×"
+            )
+            .1,
+            "speed up to 168x higher"
+        );
         // A multiple of another system is not a change from before ("此前").
         assert_eq!(
             both("Tessera delivers 1.42x the throughput of vLLM…", "1.42x"),
