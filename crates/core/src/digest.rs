@@ -322,12 +322,8 @@ pub fn headline(ordered: &[&DigestEvent], t: &Locale) -> String {
             let names: Vec<String> = named
                 .iter()
                 .map(|e| {
-                    let repository = e
-                        .sources
-                        .first()
-                        .map_or("", |s| crate::model::github_repository(&s.url));
                     truncate_chars(
-                        &crate::release_notes::display_name(&e.title, repository),
+                        &crate::release_notes::release_name(&e.title),
                         TITLE_PART_CHARS,
                     )
                 })

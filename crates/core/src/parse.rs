@@ -394,6 +394,12 @@ fn to_item(entry: feed_rs::model::Entry, source: &SourceConfig, fetched_at: Date
         format!("{} {title}", project_name(repo, &text))
     } else if let Some((version, repo)) = github_page_title(&title) {
         format!("{} {version}", project_name(repo, &text))
+    } else if let Some(version) = (kind == ItemKind::Release)
+        .then(|| version_naming_nothing(&title))
+        .flatten()
+    {
+        let repo = project_of(&source.name, &link);
+        format!("{} {version}", project_name(repo, &text))
     } else {
         crate::text::truncate_chars(&title, MAX_TITLE_CHARS)
     };
@@ -502,6 +508,37 @@ fn announces_release(title: &str) -> bool {
         && lower
             .split(|c: char| !c.is_ascii_alphanumeric())
             .any(|w| matches!(w, "release" | "released" | "releases"))
+}
+
+/// The version of a release title that names nothing before it: "Release 2.35.0
+/// corresponding to NGC container 23.06", "v1.23.0-release", "v0.19.3 Patch release",
+/// a lower-case tag "rocm-6.0.0". A title that names something keeps its name ("Mojo
+/// v1.0.0" of modular/modular, "NCCL v2.29.2-1"). None when the title has no version.
+fn version_naming_nothing(title: &str) -> Option<&str> {
+    let version = VERSION.find(title)?;
+    let names_something = title[..version.start()]
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !matches!(w.to_lowercase().as_str(), "release" | "version"))
+        .any(|w| w.chars().any(char::is_uppercase));
+    (!names_something).then_some(version.as_str())
+}
+
+/// The repository whose release an item is, by name: from its GitHub link, else from a
+/// source named "owner/name"; a repository named by a generic word is its owner's
+/// (triton-inference-server/server is "triton-inference-server").
+fn project_of<'a>(source: &'a str, link: &'a str) -> &'a str {
+    let repository = match crate::model::github_repository(link) {
+        "" => source,
+        r => r,
+    };
+    const GENERIC: &[&str] = &[
+        "server", "core", "main", "sdk", "api", "app", "cli", "lib", "src", "release", "releases",
+    ];
+    match repository.split_once('/') {
+        Some((owner, name)) if GENERIC.contains(&name.to_lowercase().as_str()) => owner,
+        Some((_, name)) => name,
+        None => repository,
+    }
 }
 
 /// "v3.6.0", "3.6.0-rc1": a title that names nothing but a version.
@@ -801,6 +838,53 @@ mod tests {
             Some("hep-th/9901001")
         );
         assert_eq!(arxiv_id("https://example.org/abs/1"), None);
+    }
+
+    #[test]
+    fn a_release_title_that_names_nothing_is_named_by_its_repository() {
+        assert_eq!(
+            version_naming_nothing("Release 2.35.0 corresponding to NGC container 23.06"),
+            Some("2.35.0")
+        );
+        assert_eq!(version_naming_nothing("v1.23.0-release"), Some("v1.23.0"));
+        assert_eq!(
+            version_naming_nothing("v0.19.3 Patch release"),
+            Some("v0.19.3")
+        );
+        assert_eq!(version_naming_nothing("rocm-6.0.0"), Some("6.0.0"));
+        assert_eq!(version_naming_nothing("Mojo v1.0.0"), None);
+        assert_eq!(version_naming_nothing("NCCL v2.29.2-1"), None);
+        assert_eq!(version_naming_nothing("Nightly"), None);
+        let server = "https://github.com/triton-inference-server/server/releases/tag/v2.35.0";
+        assert_eq!(
+            project_of("Triton server", server),
+            "triton-inference-server"
+        );
+        assert_eq!(
+            project_of(
+                "cudnn",
+                "https://github.com/NVIDIA/cudnn-frontend/releases/tag/v1"
+            ),
+            "cudnn-frontend"
+        );
+        assert_eq!(project_of("deepspeedai/DeepSpeed", ""), "DeepSpeed");
+        // Through the parser: the title an event shows and every text that names it.
+        let atom = |title: &str, link: &str| {
+            format!(
+                r#"<?xml version="1.0" encoding="UTF-8"?><feed xmlns="http://www.w3.org/2005/Atom"><id>x</id><title>r</title><updated>2026-12-16T10:00:00Z</updated><entry><id>e</id><updated>2026-12-16T10:00:00Z</updated><link rel="alternate" href="{link}"/><title>{title}</title><content type="html">Fixes for the Triton Inference Server model repository.</content></entry></feed>"#
+            )
+        };
+        let items = parse_feed(
+            atom(
+                "Release 2.35.0 corresponding to NGC container 23.06",
+                server,
+            )
+            .as_bytes(),
+            &source(SourceKind::GithubReleases),
+            now(),
+        )
+        .unwrap();
+        assert_eq!(items[0].title, "triton-inference-server 2.35.0");
     }
 
     #[test]

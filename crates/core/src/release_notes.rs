@@ -75,58 +75,6 @@ pub fn release_name(title: &str) -> std::borrow::Cow<'_, str> {
     trimmed.into()
 }
 
-/// A release as a reader names it: its [`release_name`] when that names the project, else
-/// the project and the version. A GitHub release titled "v0.7.0" of vllm-project/vllm is
-/// "vllm v0.7.0"; "Release 2.35.0 corresponding to NGC container 23.06" of
-/// triton-inference-server/server is "triton-inference-server 2.35.0" (a repository named by a
-/// generic word, "server", is named by its owner). `repository` is "owner/name", or ""
-/// when the release is not on GitHub.
-pub fn display_name(title: &str, repository: &str) -> String {
-    let name = release_name(title);
-    let Some((owner, repo)) = repository.split_once('/') else {
-        return name.into_owned();
-    };
-    let squash = |s: &str| -> String {
-        s.chars()
-            .filter(|c| c.is_alphanumeric())
-            .flat_map(char::to_lowercase)
-            .collect()
-    };
-    let repo_s = squash(repo);
-    let named = squash(&name);
-    if repo_s.is_empty() || named.contains(&repo_s) {
-        return name.into_owned();
-    }
-    let Some(version) = TITLE_VERSION.find(title) else {
-        return name.into_owned();
-    };
-    // A title that names something before its version names the product, whatever the
-    // repository is called: "Mojo v1.0.0" of modular/modular stays "Mojo v1.0.0". Only a
-    // bare version, "Release 2.35.0 …" or a lower-case tag ("rocm-6.0.0") names nothing.
-    let names_something = title[..version.start()]
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !matches!(w.to_lowercase().as_str(), "release" | "version"))
-        .any(|w| w.chars().any(char::is_uppercase));
-    if names_something {
-        return name.into_owned();
-    }
-    // A repository named by a generic word is its owner's: triton-inference-server/server.
-    const GENERIC: &[&str] = &[
-        "server", "core", "main", "sdk", "api", "app", "cli", "lib", "src", "release", "releases",
-    ];
-    let project = if GENERIC.contains(&repo_s.as_str()) {
-        owner
-    } else {
-        repo
-    };
-    format!("{project} {}", version.as_str())
-}
-
-/// The version a release title gives: "v0.7.0", "2.35.0", "v1.23.0" of "v1.23.0-release".
-static TITLE_VERSION: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\bv?\d+(?:\.\d+)+(?:(?:rc|post|dev|a|b)\d*)?\b").expect("valid regex")
-});
-
 /// A name, the word "Release" and a version that ends the title: "TensorRT-LLM Release
 /// 0.16.0".
 static RELEASE_THEN_VERSION: LazyLock<Regex> = LazyLock::new(|| {
@@ -601,50 +549,6 @@ mod tests {
                 "Done"
             ]
         );
-    }
-
-    #[test]
-    fn a_release_is_named_by_its_project_when_its_title_does_not_name_it() {
-        assert_eq!(display_name("v0.7.0", "vllm-project/vllm"), "vllm v0.7.0");
-        assert_eq!(
-            display_name(
-                "Release 2.35.0 corresponding to NGC container 23.06",
-                "triton-inference-server/server"
-            ),
-            "triton-inference-server 2.35.0"
-        );
-        assert_eq!(
-            display_name("v1.23.0-release", "NVIDIA/cudnn-frontend"),
-            "cudnn-frontend v1.23.0"
-        );
-        // The title names the project, however it spells it.
-        assert_eq!(
-            display_name("ONNX Runtime v1.28.1", "microsoft/onnxruntime"),
-            "ONNX Runtime v1.28.1"
-        );
-        assert_eq!(
-            display_name("TensorRT-LLM Release 0.16.0", "NVIDIA/TensorRT-LLM"),
-            "TensorRT-LLM 0.16.0"
-        );
-        assert_eq!(
-            display_name("NCCL v2.24.3-1", "NVIDIA/nccl"),
-            "NCCL v2.24.3-1"
-        );
-        assert_eq!(
-            display_name("Mojo v1.0.0", "modular/modular"),
-            "Mojo v1.0.0"
-        );
-        assert_eq!(
-            display_name("rocm-6.0.0", "ROCm/composable_kernel"),
-            "composable_kernel 6.0.0"
-        );
-        assert_eq!(
-            display_name("v0.19.3 Patch release", "deepspeedai/DeepSpeed"),
-            "DeepSpeed v0.19.3"
-        );
-        // Not on GitHub, or no version: the title's name.
-        assert_eq!(display_name("v1.0.0", ""), "v1.0.0");
-        assert_eq!(display_name("Nightly", "o/tool"), "Nightly");
     }
 
     #[test]

@@ -610,7 +610,7 @@ pub fn short_name(candidate: &Candidate) -> Option<String> {
     let primary = candidate.event.primary();
     if primary.kind == ItemKind::Release {
         return Some(truncate_chars(
-            &release_notes::display_name(&primary.title, primary.github_repository()),
+            &release_notes::release_name(&primary.title),
             80,
         ));
     }
