@@ -173,8 +173,16 @@ fn project_name<'a>(repo: &'a str, notes: &'a str) -> &'a str {
     if repo.is_empty() || !repo.is_ascii() {
         return repo;
     }
+    // "triton-inference-server" as the notes say it: "Triton Inference Server".
+    let spoken = repo.replace(['-', '_'], " ");
+    name_in(&repo.to_ascii_lowercase(), notes)
+        .or_else(|| (spoken != repo).then(|| name_in(&spoken.to_ascii_lowercase(), notes))?)
+        .unwrap_or(repo)
+}
+
+/// Where `notes` write `wanted` (lower case) as a name, capitalised and not inside code.
+fn name_in<'a>(wanted: &str, notes: &'a str) -> Option<&'a str> {
     let lower = notes.to_ascii_lowercase();
-    let wanted = repo.to_ascii_lowercase();
     // Code joins a name to what is around it: "vllm/vllm-openai:gemma4", "vllm-ascend",
     // "vllm.config". A colon or a full stop followed by a space ends a sentence or a label
     // instead ("TileFlow: …", "… with vLLM.").
@@ -188,7 +196,7 @@ fn project_name<'a>(repo: &'a str, notes: &'a str) -> &'a str {
         Some(b) => !code(b),
     };
     let mut from = 0;
-    while let Some(at) = lower[from..].find(&wanted) {
+    while let Some(at) = lower[from..].find(wanted) {
         let start = from + at;
         let end = start + wanted.len();
         // `lower` has the same byte offsets as `notes`: only ASCII letters change case.
@@ -198,11 +206,11 @@ fn project_name<'a>(repo: &'a str, notes: &'a str) -> &'a str {
             && notes.is_char_boundary(end)
             && notes[start..end].contains(|c: char| c.is_ascii_uppercase())
         {
-            return &notes[start..end];
+            return Some(&notes[start..end]);
         }
         from = end;
     }
-    repo
+    None
 }
 
 /// A release named by its repository in lower case ("vllm v0.8.3": its notes never write
@@ -736,6 +744,13 @@ mod tests {
         assert_eq!(project_name("speculators", "Bug fixes."), "speculators");
         assert_eq!(
             project_name(
+                "triton-inference-server",
+                "Fixes for the Triton Inference Server model repository."
+            ),
+            "Triton Inference Server"
+        );
+        assert_eq!(
+            project_name(
                 "bitsandbytes",
                 "pip install bitsandbytes; bitsandbytes 0.39"
             ),
@@ -884,7 +899,7 @@ mod tests {
             now(),
         )
         .unwrap();
-        assert_eq!(items[0].title, "triton-inference-server 2.35.0");
+        assert_eq!(items[0].title, "Triton Inference Server 2.35.0");
     }
 
     #[test]
