@@ -536,13 +536,16 @@ pub fn markdown_units(
                     "**{n}. {title}**{line}{}{line}{}{line}{}{}",
                     muted(&format!(
                         "{}{}/100 · {}{}",
-                        kdigest_core::render::label_then(&esc(t.get("score"))),
+                        kdigest_core::render::label_then(&esc(t.get("score")), t),
                         e.score,
-                        kdigest_core::render::label_then(&esc(t.get("layers"))),
+                        kdigest_core::render::label_then(&esc(t.get("layers")), t),
                         esc(&t.layer_list(&e.layers))
                     )),
                     esc(&e.summary),
-                    kdigest_core::render::emphasised_label(&esc(t.get("why")), "**", "**"),
+                    kdigest_core::render::label_then(
+                        &kdigest_core::render::emphasised_label(&esc(t.get("why")), "**", "**"),
+                        t
+                    ),
                     esc(&e.why_it_matters),
                 ));
                 if !sources.is_empty() {

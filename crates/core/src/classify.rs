@@ -389,7 +389,7 @@ impl Classifier {
     fn scan(&self, text: &str, mut on_match: impl FnMut(usize)) {
         for m in self.automaton.find_overlapping_iter(text) {
             let phrase = &self.patterns[m.pattern().as_usize()].phrase;
-            if whole_words(text, m.start(), m.end(), phrase) {
+            if on_word_boundaries(text, m.start(), m.end(), phrase) {
                 on_match(m.pattern().as_usize());
             }
         }
@@ -406,7 +406,8 @@ impl Classifier {
         let mut named: Vec<(String, Vec<usize>)> = Vec::new();
         for m in automaton.find_iter(&text) {
             let (name, layers) = &self.project_layers[m.pattern().as_usize()];
-            if whole_words(&text, m.start(), m.end(), name) && !named.iter().any(|(n, _)| n == name)
+            if on_word_boundaries(&text, m.start(), m.end(), name)
+                && !named.iter().any(|(n, _)| n == name)
             {
                 named.push((name.clone(), layers.clone()));
             }
@@ -417,7 +418,7 @@ impl Classifier {
 
 /// Whether `phrase`, found at start..end of `text`, stands on word boundaries. A version or
 /// plural may follow: "FlashAttention3", "CUDA12", "H100s".
-fn whole_words(text: &str, start: usize, end: usize, phrase: &str) -> bool {
+fn on_word_boundaries(text: &str, start: usize, end: usize, phrase: &str) -> bool {
     let bytes = text.as_bytes();
     let phrase = phrase.as_bytes();
     let starts_alnum = phrase.first().is_some_and(u8::is_ascii_alphanumeric);

@@ -85,7 +85,7 @@ fn event_embed(n: usize, e: &DigestEvent, section: &str, footer: &str, t: &Local
     let description = format!(
         "{follow_up}{}\n\n{}{}",
         esc(&e.summary),
-        kdigest_core::render::emphasised_label(t.get("why"), "**", "**"),
+        kdigest_core::render::label_then(&kdigest_core::render::emphasised_label(t.get("why"), "**", "**"), t),
         esc(&e.why_it_matters)
     );
     let mut fields = vec![

@@ -197,12 +197,12 @@ fn units(d: &Digest, t: &Locale) -> Vec<Unit> {
                 };
                 md.push_str(&format!(
                     "**{n}. {title}**\n{}**{}/100** · {}{}\n{}\n{}{}",
-                    kdigest_core::render::label_then(&escape(t.get("score"))),
+                    kdigest_core::render::label_then(&escape(t.get("score")), t),
                     e.score,
-                    kdigest_core::render::label_then(&escape(t.get("layers"))),
+                    kdigest_core::render::label_then(&escape(t.get("layers")), t),
                     escape(&t.layer_list(&e.layers)),
                     escape(&e.summary),
-                    kdigest_core::render::emphasised_label(&escape(t.get("why")), "*", "*"),
+                    kdigest_core::render::label_then(&kdigest_core::render::emphasised_label(&escape(t.get("why")), "*", "*"), t),
                     escape(&e.why_it_matters),
                 ));
                 if let Some(f) = &e.follow_up {

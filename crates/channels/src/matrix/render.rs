@@ -58,16 +58,16 @@ fn units(d: &Digest, t: &Locale, site: Option<&str>) -> Vec<Unit> {
                 let url = e.sources.first().map_or("", |s| s.url.as_str());
                 let meta = format!(
                     "{}{}/100 · {}{}",
-                    label_then(t.get("score")),
+                    label_then(t.get("score"), t),
                     e.score,
-                    label_then(t.get("layers")),
+                    label_then(t.get("layers"), t),
                     t.layer_list(&e.layers)
                 );
                 plain.push_str(&format!(
                     "{n}. {}\n{meta}\n{}\n{}{}",
                     collapse_whitespace(&event_title(e)),
                     collapse_whitespace(&e.summary),
-                    label_then(t.get("why")),
+                    label_then(t.get("why"), t),
                     collapse_whitespace(&e.why_it_matters)
                 ));
                 html.push_str(&format!(
@@ -75,7 +75,7 @@ fn units(d: &Digest, t: &Locale, site: Option<&str>) -> Vec<Unit> {
                     link(&event_title(e), url),
                     h(&meta),
                     h(&e.summary),
-                    emphasised_label(&h(t.get("why")), "<b>", "</b>"),
+                    label_then(&emphasised_label(&h(t.get("why")), "<b>", "</b>"), t),
                     h(&e.why_it_matters)
                 ));
                 let labels = source_labels(&e.sources, t);

@@ -197,13 +197,13 @@ fn units(d: &Digest, t: &Locale, site: Option<&str>) -> Vec<Vec<Value>> {
                 blocks.push(section(format!(
                     "{prefix}*{title}*\n{}\n{}{}{follow_up}",
                     escape(&e.summary),
-                    kdigest_core::render::emphasised_label(&escape(t.get("why")), "_", "_"),
+                    kdigest_core::render::label_then(&kdigest_core::render::emphasised_label(&escape(t.get("why")), "_", "_"), t),
                     escape(&e.why_it_matters)
                 )));
                 let mut context = vec![
                     format!(
                         "{}{}",
-                        kdigest_core::render::label_then(&escape(t.get("layers"))),
+                        kdigest_core::render::label_then(&escape(t.get("layers")), t),
                         escape(&t.layer_list(&e.layers))
                     ),
                     // A space before the bold figure even after a full-width colon: Slack

@@ -181,8 +181,10 @@ impl Renderer {
         env.set_lstrip_blocks(true);
         env.add_filter("md", md_escape);
         env.add_filter("md_url", md_url);
-        env.add_filter("md_label", |label: String| {
-            emphasised_label(&label, "**", "**")
+        // The locale's own gap after a label (`label_gap`), as the other templates use it.
+        let gap = locale.get("label_gap").to_string();
+        env.add_filter("md_label", move |label: String| {
+            format!("{}{gap}", emphasised_label(&label, "**", "**"))
         });
         // Telegram templates get Telegram's own escaping: its HTML accepts only the named
         // entities &lt; &gt; &amp; &quot;, and hrefs stay readable (no &#x2f;).
@@ -418,26 +420,22 @@ impl Renderer {
 }
 
 /// A label ("Why it matters:", "为什么重要：") emphasised with `open`…`close` in a Markdown
-/// dialect, with what goes between it and its text. Markdown ends emphasis at a closing mark
-/// after punctuation only when whitespace or punctuation follows it, so "**为什么重要：**" needs
-/// a space after it that Chinese typography does not put after a full-width colon; the
-/// colon goes outside instead, "**为什么重要**：", and nothing follows. Other labels keep
-/// their colon and a space: "**Why it matters:** ".
+/// dialect; the locale's `label_gap` goes after it ([`label_then`]). Markdown ends emphasis
+/// at a closing mark after punctuation only when whitespace or punctuation follows it, so
+/// "**为什么重要：**" would need a space after it that Chinese typography does not put after
+/// a full-width colon (zh-CN's `label_gap` is empty); the colon goes outside instead,
+/// "**为什么重要**：". Other labels keep their colon inside: "**Why it matters:**".
 pub fn emphasised_label(label: &str, open: &str, close: &str) -> String {
     match label.strip_suffix('：') {
         Some(words) => format!("{open}{words}{close}："),
-        None => format!("{open}{label}{close} "),
+        None => format!("{open}{label}{close}"),
     }
 }
 
-/// A label and what goes between it and its text, in plain text or HTML: "Score: ",
-/// "评分：" (no space after a full-width colon).
-pub fn label_then(label: &str) -> String {
-    if label.ends_with('：') {
-        label.to_string()
-    } else {
-        format!("{label} ")
-    }
+/// A label followed by the locale's gap before its text (`label_gap`): "Score: ",
+/// "评分：".
+pub fn label_then(label: &str, t: &Locale) -> String {
+    format!("{label}{}", t.get("label_gap"))
 }
 
 /// The text of each of an event's source links: the source's name ("arXiv",
@@ -650,16 +648,17 @@ mod tests {
     #[test]
     fn a_full_width_colon_stays_outside_the_emphasis_with_nothing_after_it() {
         // CommonMark would not close "**为什么重要：**" before a Han character.
+        let (zh, en) = (Locale::builtin("zh-CN"), Locale::builtin("en"));
         assert_eq!(
-            emphasised_label("为什么重要：", "**", "**"),
+            label_then(&emphasised_label("为什么重要：", "**", "**"), &zh),
             "**为什么重要**："
         );
         assert_eq!(
-            emphasised_label("Why it matters:", "**", "**"),
+            label_then(&emphasised_label("Why it matters:", "**", "**"), &en),
             "**Why it matters:** "
         );
-        assert_eq!(label_then("事件评分："), "事件评分：");
-        assert_eq!(label_then("Event score:"), "Event score: ");
+        assert_eq!(label_then("事件评分：", &zh), "事件评分：");
+        assert_eq!(label_then("Event score:", &en), "Event score: ");
         let md = Renderer::new("zh-CN", None).unwrap();
         let env_label = md
             .env
