@@ -753,6 +753,9 @@ async fn explain(
             if c.classification.layers.is_empty() {
                 println!("It matches no keyword of any layer, so it is off-topic and not in the digest.");
             }
+            if c.classification.talks_prices {
+                println!("It is about what GPUs cost (prices by the hour, or renting and pricing three times or more): a rental or pricing guide, not in the digest.");
+            }
             Ok(())
         }
         None if stored.is_none() && all.is_empty() => Err(UsageError(format!(

@@ -104,6 +104,10 @@ pub struct Classification {
     /// corrections say (a DeepSpeed release is about the runtime even when its notes read
     /// like no runtime the labelled days have seen).
     pub home_layers: Vec<String>,
+    /// The item is about what GPUs cost: a rental, pricing or buying guide ([`talks_prices`]).
+    /// However many hardware words it has ("H100 vs A100 vs L40S: GPU Rental Guide"), it is
+    /// a neighbouring field, and [`crate::digest::eligible`] leaves it out.
+    pub talks_prices: bool,
     pub relevance: Relevance,
 }
 
@@ -337,6 +341,7 @@ impl Classifier {
             anchored_points,
             layer_corrections: Vec::new(),
             home_layers,
+            talks_prices: talks_prices(event.primary()),
             keywords: sorted_distinct(keywords),
             title_keywords: sorted_distinct(title_keywords),
             negatives: sorted_distinct(negatives),
@@ -416,6 +421,34 @@ impl Classifier {
     }
 }
 
+/// A price by the hour: "$2.49/hr", "$1.99 per GPU-hour", "$3/hour".
+static HOURLY_PRICE: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+    regex::Regex::new(r"(?i)\$\s?\d[\d.,]*\s*(?:/|per\s+)(?:gpu[- ]?)?(?:hr|hour)s?\b")
+        .expect("valid regex")
+});
+/// Words of renting and pricing.
+static PRICE_WORD: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+    regex::Regex::new(
+        r"(?i)\b(?:rent|rents|rental|rentals|renting|rented|price|prices|priced|pricing|hourly)\b",
+    )
+    .expect("valid regex")
+});
+/// How many words of renting and pricing make an item about prices.
+const PRICE_WORDS: usize = 3;
+
+/// Whether `item` is about what GPUs cost: it quotes a price by the hour, or it speaks of
+/// renting and pricing three times or more. GPU pricing and rental guides are full of this
+/// field's words (H100, HBM, tensor cores, FP8) and are a neighbouring field, the buyer's;
+/// on the 40 labelled days every item with such talk is irrelevant (30 of them), and no
+/// relevant item has it.
+pub fn talks_prices(item: &Item) -> bool {
+    let text = bounded(&item.text, MAX_CLASSIFIED_BYTES);
+    HOURLY_PRICE.is_match(&item.title)
+        || HOURLY_PRICE.is_match(text)
+        || PRICE_WORD.find_iter(&item.title).count() + PRICE_WORD.find_iter(text).count()
+            >= PRICE_WORDS
+}
+
 /// Whether `phrase`, found at start..end of `text`, stands on word boundaries. A version or
 /// plural may follow: "FlashAttention3", "CUDA12", "H100s".
 fn on_word_boundaries(text: &str, start: usize, end: usize, phrase: &str) -> bool {
@@ -469,14 +502,7 @@ fn sorted_distinct(mut words: Vec<String>) -> Vec<String> {
 }
 
 fn bounded(text: &str, max_bytes: usize) -> &str {
-    if text.len() <= max_bytes {
-        return text;
-    }
-    let mut end = max_bytes;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
+    &text[..text.floor_char_boundary(max_bytes)]
 }
 
 #[cfg(test)]
@@ -650,6 +676,34 @@ mod tests {
         let mut elsewhere = event("x", "");
         elsewhere.items[0].url = "https://example.com/o/r/releases/tag/v1".into();
         assert_eq!(elsewhere.primary().github_repository(), "");
+    }
+
+    #[test]
+    fn a_gpu_rental_or_pricing_guide_is_about_prices_whatever_its_hardware_words() {
+        // Texts written like the rental and pricing guides of the evaluation days (thirty
+        // such items, all irrelevant) and like a hardware benchmark post, which is not.
+        let guide = event(
+            "H100 vs A100 vs L40S: GPU Rental Guide",
+            "Choosing between H100, A100 and L40S comes down to memory, tensor core \
+             generation and price. Renting an H100 costs more per hour, but FP8 tensor \
+             cores finish the job sooner; the rental price gap narrowed this year.",
+        );
+        let priced = event(
+            "NVIDIA H100 vs H200 vs B200: GPU Benchmarks and Guide",
+            "H200 on-demand runs at $3.49/hr against $2.99 per GPU-hour for the H100.",
+        );
+        let c = classifier();
+        assert!(c.classify(&guide).talks_prices);
+        assert!(c.classify(&priced).talks_prices);
+        // A benchmark post may name a price once; a release with "pricing" in passing too.
+        let benchmark = event(
+            "Testing AMD's Giant MI300X",
+            "MI300X has 192 GB of HBM3 and 5.3 TB/s of memory bandwidth. At its price it \
+             undercuts the H100 on memory per dollar, and our tests measure cache latency.",
+        );
+        assert!(!c.classify(&benchmark).talks_prices);
+        let text = "Hourly snapshots of the profiler. Prices of nothing here.";
+        assert!(!c.classify(&event("v1.2.0", text)).talks_prices);
     }
 
     #[test]

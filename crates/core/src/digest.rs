@@ -126,15 +126,16 @@ pub fn sort_candidates(candidates: &mut [Candidate]) {
     });
 }
 
-/// Candidates that make it into the digest: at or above the threshold, and about at least
-/// one layer. An event that matches no keyword of any layer is off-topic whatever its other
-/// components add up to (a trusted source and a fresh date do not make a post about
-/// warehouse robots relevant), and a reader could not filter it by layer.
+/// Candidates that make it into the digest: at or above the threshold, about at least one
+/// layer, and not about what GPUs cost. An event that matches no keyword of any layer is
+/// off-topic whatever its other components add up to (a trusted source and a fresh date do
+/// not make a post about warehouse robots relevant), and a reader could not filter it by
+/// layer; a GPU rental or pricing guide is the buyer's field, not the builder's.
 pub fn eligible(candidates: Vec<Candidate>, config: &Settings) -> Vec<Candidate> {
     candidates
         .into_iter()
         .filter(|c| c.assessment.score >= config.digest.min_score)
-        .filter(|c| !c.classification.layers.is_empty())
+        .filter(|c| !c.classification.layers.is_empty() && !c.classification.talks_prices)
         .collect()
 }
 
