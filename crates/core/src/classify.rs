@@ -328,6 +328,7 @@ impl Classifier {
             self.layer_names
                 .iter()
                 .map(|name| (name, prior_points(name) - TAG_AT)),
+            &home_layers,
         );
         let layer_points = layer_points
             .iter()
@@ -386,7 +387,7 @@ impl Classifier {
             let home = classification.home_layers.contains(name);
             layers.push((name, if home { margin.max(0.0) } else { margin }));
         }
-        classification.layers = strongest_layers(layers.into_iter());
+        classification.layers = strongest_layers(layers.into_iter(), &classification.home_layers);
         classification.layer_corrections = layer_corrections;
         classification.relevance.learned = Some(corrections.relevance);
     }
@@ -478,14 +479,25 @@ pub const MAX_LAYERS: usize = 3;
 
 /// The layers whose margin (log-odds, or phrase points above the tagging mark) is at least
 /// 0, the [`MAX_LAYERS`] with the largest margins when more pass, in configuration order.
-fn strongest_layers<'a>(margins: impl Iterator<Item = (&'a String, f64)>) -> Vec<String> {
+/// A release's `home` layers come first at the cap: Triton's long notes score optimization,
+/// codegen and backends above the frontend, and Triton is a frontend whatever else it touches.
+fn strongest_layers<'a>(
+    margins: impl Iterator<Item = (&'a String, f64)>,
+    home: &[String],
+) -> Vec<String> {
     let mut passing: Vec<(usize, &String, f64)> = margins
         .enumerate()
         .filter(|(_, (_, margin))| *margin >= -1e-9)
         .map(|(i, (name, margin))| (i, name, margin))
         .collect();
-    // Largest margin first; a tie keeps configuration order, so the choice is deterministic.
-    passing.sort_by(|a, b| b.2.total_cmp(&a.2).then(a.0.cmp(&b.0)));
+    // Home layers, then the largest margin first; a tie keeps configuration order, so the
+    // choice is deterministic.
+    passing.sort_by(|a, b| {
+        home.contains(b.1)
+            .cmp(&home.contains(a.1))
+            .then(b.2.total_cmp(&a.2))
+            .then(a.0.cmp(&b.0))
+    });
     passing.truncate(MAX_LAYERS);
     passing.sort_by_key(|(i, _, _)| *i);
     passing
@@ -716,10 +728,14 @@ mod tests {
             "benchmark",
         ]);
         let margins = [0.5, 3.0, 0.0, 2.0, -0.1];
-        let layers = strongest_layers(names.iter().zip(margins));
+        let layers = strongest_layers(names.iter().zip(margins), &[]);
         // Four pass (benchmark's margin is below 0); kernel_codegen, the weakest, goes.
         assert_eq!(layers, vec!["frontend", "optimization", "runtime"]);
-        let tied = strongest_layers(names.iter().zip([1.0; 5]));
+        // A home layer stays at the cap however weak: frontend goes instead.
+        let home = words(&["kernel_codegen"]);
+        let layers = strongest_layers(names.iter().zip(margins), &home);
+        assert_eq!(layers, vec!["optimization", "kernel_codegen", "runtime"]);
+        let tied = strongest_layers(names.iter().zip([1.0; 5]), &[]);
         assert_eq!(
             tied,
             vec!["frontend", "optimization", "kernel_codegen"],
