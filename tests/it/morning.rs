@@ -13,7 +13,7 @@ use kdigest::summarize::extractive::{MAX_SAME_LEAD_IN, lead_in};
 use kdigest_testkit::feeds::repo_root;
 
 /// Each labelled day's digest in `language`, built by the pipeline's pure functions: the
-/// 36 days the model learned from and the 4 sealed ones it never saw (the texts were read
+/// 40 days the model learned from and the 4 sealed ones it never saw (the texts were read
 /// on both, so both hold them to these rules).
 fn digests(language: &str) -> Vec<(String, Digest)> {
     let days: Vec<_> = ["tests/fixtures/eval", "tests/fixtures/eval-holdout"]
