@@ -157,6 +157,8 @@ fn every_labelled_day_leads_its_quoted_summaries_in_chinese() {
                 .sources
                 .iter()
                 .fold(lead.to_string(), |l, s| l.replace(&s.name, ""));
+            // A code path ("torch::stable::Tensor", a section of PyTorch's notes) is a name.
+            let lead = lead.replace("::", "__");
             let plain: Vec<&str> = lead
                 .split(|c: char| !(c.is_ascii_alphanumeric() || "._-+".contains(c)))
                 .filter(|w| w.len() > 1 && w.chars().all(|c| c.is_ascii_lowercase()))

@@ -264,7 +264,12 @@ pub fn summarize_varied(
     let (breaking, behaviour): (Vec<&str>, Vec<&str>) = match (breaking, behaviour) {
         ([], b) => (vec![], b.iter().take(2).copied().collect()),
         (b, []) => (b.iter().take(2).copied().collect(), vec![]),
-        (b, h) => (vec![b[0]], vec![h[0]]),
+        // The first behaviour change that does not say the breaking one again; when every
+        // one does, a second breaking change instead.
+        (b, h) => match h.iter().find(|c| !restates(c, b[0])) {
+            Some(c) => (vec![b[0]], vec![*c]),
+            None => (b.iter().take(2).copied().collect(), vec![]),
+        },
     };
     let changes: Vec<&str> = breaking.iter().chain(&behaviour).copied().collect();
     // Each sentence is quoted once per event: the changes "why it matters" quotes are left
@@ -1617,6 +1622,22 @@ fn ends_with_abbreviation(s: &str) -> bool {
     )
 }
 
+/// Whether `change` says again what `said` says: it names two figures or more (a version,
+/// "C++20", "13.0") and `said` names them all. CUTLASS 5.0's opening line ("… the minimum
+/// toolchain is CUDA 13.0 with a C++20 host compiler") after its breaking change "Requires
+/// CUDA Toolkit 13.0 or newer and C++20 (GCC 11+, …)".
+fn restates(change: &str, said: &str) -> bool {
+    fn figures(text: &str) -> std::collections::BTreeSet<String> {
+        text.split(|c: char| c.is_whitespace() || ",;:()[]\"“”「」".contains(c))
+            .map(|w| w.trim_end_matches(['.', '+', '!']))
+            .filter(|w| w.chars().any(|c| c.is_ascii_digit()))
+            .map(str::to_lowercase)
+            .collect()
+    }
+    let named = figures(change);
+    named.len() >= 2 && named.is_subset(&figures(said))
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -2037,6 +2058,36 @@ mod tests {
             );
             assert!(text.watch.contains("Atomics are now relaxed"));
         }
+    }
+
+    #[test]
+    fn a_behaviour_change_that_repeats_the_breaking_one_is_not_quoted_twice() {
+        // The demo's CUTLASS 5.0.0 (examples/feeds/cutlass-releases.atom), shortened: its
+        // opening line restates the toolchain requirement its breaking section lists.
+        let notes = "CUTLASS 5.0 is a major release with breaking changes. CuTe DSL is now the primary Python interface to CUTLASS, and the minimum toolchain is CUDA 13.0 with a C++20 host compiler.\n\nBreaking changes\n- Requires CUDA Toolkit 13.0 or newer and C++20 (GCC 11+, Clang 17+, MSVC 19.38+).\n- CUTLASS 2.x device-level kernels for Volta and Turing (SM70/SM75) have been removed.";
+        for lang in ["zh-CN", "en"] {
+            let t = Locale::builtin(lang);
+            let text = summarize(&candidate(ItemKind::Release, notes, &["runtime"]), &t, 300);
+            let why = &text.why_it_matters;
+            assert_eq!(why.matches("13.0").count(), 1, "{why}");
+            assert!(
+                why.contains("Volta and Turing"),
+                "the second breaking change: {why}"
+            );
+        }
+        assert!(restates(
+            "the minimum toolchain is CUDA 13.0 with a C++20 host compiler.",
+            "Requires CUDA Toolkit 13.0 or newer and C++20 (GCC 11+, Clang 17+)."
+        ));
+        // One shared figure, or a figure of its own, is a change of its own.
+        assert!(!restates(
+            "CUDA 13.0 wheels by default.",
+            "Requires CUDA 13.0."
+        ));
+        assert!(!restates(
+            "Builds now use CUDA 13.0 and C++23.",
+            "Requires CUDA 13.0 and C++20."
+        ));
     }
 
     #[test]
