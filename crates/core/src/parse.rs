@@ -407,7 +407,16 @@ fn to_item(entry: feed_rs::model::Entry, source: &SourceConfig, fetched_at: Date
         .flatten()
     {
         let repo = project_of(&source.name, &link);
-        format!("{} {version}", project_name(repo, &text))
+        match tag_platform(&title) {
+            // "rocm-6.0.0" of ROCm/composable_kernel: the ROCm release it ships with, not
+            // a version of its own ("Composable Kernel 1.1.0 for ROCm 6.0.0").
+            Some(platform) if !platform.eq_ignore_ascii_case(repo) => format!(
+                "{} for {} {version}",
+                project_name(repo, &text),
+                project_name(platform, &text)
+            ),
+            _ => format!("{} {version}", project_name(repo, &text)),
+        }
     } else {
         crate::text::truncate_chars(&title, MAX_TITLE_CHARS)
     };
@@ -529,6 +538,17 @@ fn version_naming_nothing(title: &str) -> Option<&str> {
         .filter(|w| !matches!(w.to_lowercase().as_str(), "release" | "version"))
         .any(|w| w.chars().any(char::is_uppercase));
     (!names_something).then_some(version.as_str())
+}
+
+/// The platform a lower-case tag names before its version: "rocm" of "rocm-6.0.0". A
+/// library's tag that names a platform is the platform's release it ships with.
+fn tag_platform(title: &str) -> Option<&str> {
+    let (word, rest) = title.split_once('-')?;
+    (word.len() >= 3
+        && word.chars().all(|c| c.is_ascii_lowercase())
+        && !matches!(word, "release" | "version")
+        && is_bare_version(rest))
+    .then_some(word)
 }
 
 /// The repository whose release an item is, by name: from its GitHub link, else from a
@@ -900,6 +920,30 @@ mod tests {
         )
         .unwrap();
         assert_eq!(items[0].title, "Triton Inference Server 2.35.0");
+        // A tag naming the platform release a library ships with (ROCm/composable_kernel).
+        assert_eq!(tag_platform("rocm-6.0.0"), Some("rocm"));
+        assert_eq!(tag_platform("v1.23.0-release"), None);
+        assert_eq!(tag_platform("jax-v0.4.30"), Some("jax"));
+        let ck = "https://github.com/ROCm/composable_kernel/releases/tag/rocm-6.0.0";
+        let mut feed = atom("rocm-6.0.0", ck);
+        feed = feed.replace(
+            "Fixes for the Triton Inference Server model repository.",
+            "Composable Kernel 1.1.0 for ROCm 6.0.0: fixed a hazard with inline v_dot.",
+        );
+        let items =
+            parse_feed(feed.as_bytes(), &source(SourceKind::GithubReleases), now()).unwrap();
+        assert_eq!(items[0].title, "Composable Kernel for ROCm 6.0.0");
+        // A tag that names the project itself names no platform: "JAX v0.4.30".
+        let jax = "https://github.com/jax-ml/jax/releases/tag/jax-v0.4.30";
+        let items = parse_feed(
+            atom("jax-v0.4.30", jax)
+                .replace("Triton Inference Server", "JAX")
+                .as_bytes(),
+            &source(SourceKind::GithubReleases),
+            now(),
+        )
+        .unwrap();
+        assert_eq!(items[0].title, "JAX v0.4.30");
     }
 
     #[test]

@@ -137,6 +137,16 @@ static TRIVIA: LazyLock<Regex> = LazyLock::new(|| {
     .expect("valid regex")
 });
 
+/// A line that names no fix: thanks, or a summary of unnamed ones ("Various improvements and
+/// fixes from the community and CUTLASS team. Thanks to everyone who submitted PRs!").
+fn says_nothing_fixed(line: &str) -> bool {
+    static NOTHING_NAMED: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"(?i)(\bthanks?\b|\bthank you\b|^(?:various|many|several|other|misc\w*|minor) (?:\w+ )?(?:improvements|fixes|bug ?fixes)\b)")
+            .expect("valid regex")
+    });
+    NOTHING_NAMED.is_match(line)
+}
+
 /// Whether a sentence of release notes changes what users rely on. `in_fixes`: the line
 /// stands under a "Bug fixes" heading, where a sentence that is itself a fix restores
 /// documented behaviour and is no change to act on.
@@ -192,6 +202,7 @@ pub fn read(text: &str) -> ReleaseNotes {
             Section::Breaking => notes.breaking.push(line.to_string()),
             Section::Deprecations => notes.deprecations.push(line.to_string()),
             Section::Performance => notes.performance.push(line.to_string()),
+            Section::Fixes if says_nothing_fixed(line) => {}
             Section::Fixes => notes.fixes.push(line.to_string()),
             Section::KnownIssues => {}
             Section::Other => {
@@ -200,6 +211,7 @@ pub fn read(text: &str) -> ReleaseNotes {
                 if lower
                     .split(|c: char| !c.is_ascii_alphabetic())
                     .any(|w| matches!(w, "fix" | "fixed" | "fixes"))
+                    && !says_nothing_fixed(line)
                 {
                     notes.fixes.push(line.to_string());
                 }
@@ -214,13 +226,12 @@ pub fn read(text: &str) -> ReleaseNotes {
                     continue;
                 }
                 let change = explained(&parts, i);
-                // A caption's explanation that is itself a change is said once, with it.
-                if !notes
-                    .behaviour
-                    .last()
-                    .is_some_and(|b| b.contains(*sentence))
-                {
-                    notes.behaviour.push(change);
+                match notes.behaviour.last_mut() {
+                    // A caption's explanation that is itself a change is said once, with it.
+                    Some(last) if last.contains(*sentence) => {}
+                    // A change that leans on the one before it says it again: one change.
+                    Some(last) if change.starts_with(last.as_str()) => *last = change,
+                    _ => notes.behaviour.push(change),
                 }
             }
         }
@@ -272,11 +283,31 @@ fn with_their_lists(text: &str) -> Vec<String> {
 /// the line's caption: a list item's bold lead-in ("**CUDA 13 wheels by default.** The
 /// Linux wheels on PyPI are now built against CUDA 13.0.") names the change in a few words
 /// without a verb, and alone says little.
+/// A sentence with no subject of its own that leans on the one before it ([`leans_back`])
+/// is said with it.
 fn explained(parts: &[&str], i: usize) -> String {
     match parts.get(i + 1) {
         Some(next) if i == 0 && is_caption(parts[0]) => format!("{} {next}", parts[0]),
+        _ if i > 0 && leans_back(parts[i]) => format!("{} {}", parts[i - 1], parts[i]),
         _ => parts[i].to_string(),
     }
+}
+
+/// A sentence that opens on how something is set, with no subject: "Disabled by default,
+/// set NCCL_LAUNCH_ORDER_IMPLICIT=1 to enable." after "Allow to prevent deadlocks … by
+/// implicitly ordering NCCL operations using the host program order." (NCCL 2.26.2-1).
+/// Alone it does not say what is disabled.
+fn leans_back(sentence: &str) -> bool {
+    let first = sentence
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .trim_matches(|c: char| !c.is_alphanumeric())
+        .to_ascii_lowercase();
+    matches!(
+        first.as_str(),
+        "enabled" | "disabled" | "on" | "off" | "opt-in" | "opt-out" | "turned" | "switched"
+    )
 }
 
 /// A sentence of at most six words without a verb that says what it states: "CUDA 13
@@ -393,6 +424,42 @@ fn sentences(line: &str) -> Vec<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn thanks_and_unnamed_fixes_are_no_fix() {
+        // CUTLASS 4.0.0's last line (tests/fixtures/eval/2026-12-23-*).
+        let notes = read(
+            "- Fixes for split-kv output in MLA.\n\
+             - Various improvements and fixes from the community and CUTLASS team. Thanks to everyone who submitted PRs!\n\
+             Bug fixes\n\
+             - Minor bug fixes and improvements.\n\
+             - Fixed a crash in the profiler.",
+        );
+        assert_eq!(
+            notes.fixes,
+            vec![
+                "Fixes for split-kv output in MLA.",
+                "Fixed a crash in the profiler."
+            ]
+        );
+    }
+
+    #[test]
+    fn a_default_said_without_its_subject_is_read_with_the_sentence_before() {
+        // NCCL v2.26.2-1's notes (tests/fixtures/eval/2027-01-12-*/feeds/nccl-releases.atom).
+        let notes = read(
+            "Add implicit launch order\n\
+             - Allow to prevent deadlocks when using multiple NCCL communicators per device by implicitly ordering NCCL operations using the host program order. Disabled by default, set NCCL_LAUNCH_ORDER_IMPLICIT=1 to enable.\n\
+             - Add a complementary mechanism to detect host threads racing to launch to the same device. Enabled by default, set NCCL_LAUNCH_RACE_FATAL=0 to disable.",
+        );
+        assert_eq!(notes.behaviour.len(), 2, "{:?}", notes.behaviour);
+        assert!(notes.behaviour[0].starts_with("Allow to prevent deadlocks"));
+        assert!(notes.behaviour[0].ends_with("NCCL_LAUNCH_ORDER_IMPLICIT=1 to enable."));
+        assert!(notes.behaviour[1].starts_with("Add a complementary mechanism"));
+        // A sentence with a subject stands alone.
+        let notes = read("- Faster kernels. Atomics are now relaxed by default.");
+        assert_eq!(notes.behaviour, vec!["Atomics are now relaxed by default."]);
+    }
 
     // Shapes of real GitHub release notes (Triton, PyTorch, CUTLASS), as html_to_text gives
     // them: one line per heading, paragraph and list item.
