@@ -428,10 +428,6 @@ async fn breaking_and_behaviour_changes_lead_why_it_matters_and_name_the_watch_i
     // one plain shape is said in Chinese (gloss::change, CUTLASS's two requirements and
     // the compilers that meet them included); a longer one is quoted.
     for (title, quoted) in [
-        (
-            "CUTLASS 5.0.0",
-            "需要 CUDA Toolkit 13.0 或更新版本，以及 C++20（GCC 11+、Clang 17+、MSVC 19.38+）。",
-        ),
         ("Triton v3.6.0", "不再支持 Python 3.9。"),
         (
             "PyTorch 2.10.0",
@@ -457,6 +453,28 @@ async fn breaking_and_behaviour_changes_lead_why_it_matters_and_name_the_watch_i
             watch.text
         );
     }
+    // CUTLASS 5.0's one plain-line change ("… and the minimum toolchain is CUDA 13.0 with a
+    // C++20 host compiler") says its first breaking change again: its second breaking
+    // change is shown instead, and the watch item names the requirement.
+    let cutlass = event("CUTLASS 5.0.0");
+    assert!(
+        cutlass.why_it_matters.starts_with(
+            "⚠ 不兼容变化：需要 CUDA Toolkit 13.0 或更新版本，以及 C++20（GCC 11+、Clang 17+、MSVC 19.38+）；「CUTLASS 2.x device-level kernels"
+        ) && !cutlass.why_it_matters.contains("行为变化")
+            && cutlass.why_it_matters.matches("13.0").count() == 1,
+        "{}",
+        cutlass.why_it_matters
+    );
+    let watch = d
+        .watchlist
+        .iter()
+        .find(|w| w.event_id == cutlass.id)
+        .unwrap();
+    assert!(
+        watch.text.contains("需要 CUDA Toolkit 13.0"),
+        "{}",
+        watch.text
+    );
     // A patch release without such a section keeps the plain line, and no line ever has an
     // empty layer list in it. Its summary already quotes the first two fixes, so the line
     // quotes the next one: no sentence is quoted twice in one event.

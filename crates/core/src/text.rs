@@ -441,6 +441,9 @@ pub fn detex(s: &str) -> std::borrow::Cow<'_, str> {
         LazyLock::new(|| regex::Regex::new(r"([\^_])\{([^{}\s]{1,12})\}").expect("valid regex"));
     static INLINE: LazyLock<regex::Regex> =
         LazyLock::new(|| regex::Regex::new(r"\$([^$\s]{1,30})\$").expect("valid regex"));
+    // A figure with its unit, spaced: "$4.75 \times$" (Pruner, 2402.02361).
+    static FIGURE: LazyLock<regex::Regex> =
+        LazyLock::new(|| regex::Regex::new(r"\$\s?(\d[\d.,]*)\s?(×|%)\s?\$").expect("valid regex"));
     if !s.contains(['\\', '$']) {
         return std::borrow::Cow::Borrowed(s);
     }
@@ -461,6 +464,7 @@ pub fn detex(s: &str) -> std::borrow::Cow<'_, str> {
         .to_string()
     });
     let s = SCRIPT.replace_all(&s, "$1$2");
+    let s = FIGURE.replace_all(&s, "$1$2");
     std::borrow::Cow::Owned(INLINE.replace_all(&s, "$1").into_owned())
 }
 
@@ -585,6 +589,10 @@ mod tests {
                 "cuts memory by 30% for $n ≤ 4$",
             ),
             (r"a pool of $10^{6}$ tasks", "a pool of 10^6 tasks"),
+            (
+                r"an average speedup of $4.75 \times$ and 4.05$\times$",
+                "an average speedup of 4.75× and 4.05×",
+            ),
             // Other commands stay as written.
             (
                 r"$\mathcal{O}(n)$ and \left( x \right)",
