@@ -1702,6 +1702,10 @@ mod tests {
             "However, its disadvantage is that it provides the maximum bandwidth of 50 GB/s between GCDs.",
             "This is why model optimization is paramount at each and every level: when one deals with these kinds of scale, even a 1% latency or power gain can bring huge savings.",
             "All of these numbers fall significantly short of the achievable bandwidth of a single MI250X GCD, which according to the BabelStream case studies is roughly 1.3 TB/s to 1.4 TB/s.",
+            // A GPU's data sheet, not the post's measurement (tests/fixtures/eval/2027-01-14-*).
+            "The peak memory bandwidth is 5.3 TB/s.",
+            "All that gets fed with eight HBM3 stacks, providing 5.3 TB/s of bandwidth and 192 GB of DRAM capacity.",
+            "Our inference throughput data was generated on a H100 SXM5 box which has 3.35TB per second of memory bandwidth (compared to the 2.04TB/s of H100 PCIe).",
             // The hardware the paper builds on, not its result (NestedFP, 2506.02024).
             "The emergence of hardware support for FP8 arithmetic, offering up to 2x the throughput of FP16, presents an attractive opportunity for interactive LLM serving.",
         ] {

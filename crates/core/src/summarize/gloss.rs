@@ -235,9 +235,11 @@ struct Window<'a> {
 }
 
 /// Words that make a figure a reference or another measure than the table's: a peak, what
-/// a benchmark says the hardware can do, accuracy.
+/// a benchmark says the hardware can do, a part's capacity from its data sheet ("eight
+/// HBM3 stacks, providing 5.3 TB/s of bandwidth and 192 GB of DRAM capacity", "an H100
+/// SXM5 box which has 3.35TB per second of memory bandwidth"), accuracy.
 pub(super) static REFERENCE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)\b(?:(?:peak|max(?:imum)?) (?:bandwidth|t?flops|throughput|compute|performance)|theoretical|achievable|rated|according to|accura\w*)\b")
+    Regex::new(r"(?i)\b(?:(?:peak|max(?:imum)?) (?:memory )?(?:bandwidth|t?flops|throughput|compute|performance)|theoretical|achievable|rated|according to|accura\w*|(?:dram|hbm\d?e?|memory) capacity|[\d.]+\s?(?:[tg]b/s|[tg]b per second) of (?:memory )?bandwidth)\b")
         .expect("valid regex")
 });
 
