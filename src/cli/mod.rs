@@ -753,7 +753,7 @@ async fn explain(
             if c.classification.layers.is_empty() {
                 println!("It matches no keyword of any layer, so it is off-topic and not in the digest.");
             }
-            if c.classification.talks_prices {
+            if crate::classify::talks_prices(c.event.primary()) {
                 println!("It is about what GPUs cost (prices by the hour, or renting and pricing three times or more): a rental or pricing guide, not in the digest.");
             }
             Ok(())

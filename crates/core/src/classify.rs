@@ -104,10 +104,6 @@ pub struct Classification {
     /// corrections say (a DeepSpeed release is about the runtime even when its notes read
     /// like no runtime the labelled days have seen).
     pub home_layers: Vec<String>,
-    /// The item is about what GPUs cost: a rental, pricing or buying guide ([`talks_prices`]).
-    /// However many hardware words it has ("H100 vs A100 vs L40S: GPU Rental Guide"), it is
-    /// a neighbouring field, and [`crate::digest::eligible`] leaves it out.
-    pub talks_prices: bool,
     pub relevance: Relevance,
 }
 
@@ -342,7 +338,6 @@ impl Classifier {
             anchored_points,
             layer_corrections: Vec::new(),
             home_layers,
-            talks_prices: talks_prices(event.primary()),
             keywords: sorted_distinct(keywords),
             title_keywords: sorted_distinct(title_keywords),
             negatives: sorted_distinct(negatives),
@@ -438,7 +433,10 @@ static PRICE_WORD: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(
 const PRICE_WORDS: usize = 3;
 
 /// Whether `item` is about what GPUs cost: it quotes a price by the hour, or it speaks of
-/// renting and pricing three times or more. GPU pricing and rental guides are full of this
+/// renting and pricing three times or more. However many hardware words it has ("H100 vs
+/// A100 vs L40S: GPU Rental Guide"), such an item is a neighbouring field, and
+/// [`crate::digest::eligible`] leaves it out (read there, for the few events that would
+/// otherwise be in the digest, not for every item of a 1,500-paper listing). GPU pricing and rental guides are full of this
 /// field's words (H100, HBM, tensor cores, FP8) and are a neighbouring field, the buyer's;
 /// on the 40 labelled days every item with such talk is irrelevant (30 of them), and no
 /// relevant item has it.
@@ -704,18 +702,17 @@ mod tests {
             "NVIDIA H100 vs H200 vs B200: GPU Benchmarks and Guide",
             "H200 on-demand runs at $3.49/hr against $2.99 per GPU-hour for the H100.",
         );
-        let c = classifier();
-        assert!(c.classify(&guide).talks_prices);
-        assert!(c.classify(&priced).talks_prices);
+        assert!(talks_prices(guide.primary()));
+        assert!(talks_prices(priced.primary()));
         // A benchmark post may name a price once; a release with "pricing" in passing too.
         let benchmark = event(
             "Testing AMD's Giant MI300X",
             "MI300X has 192 GB of HBM3 and 5.3 TB/s of memory bandwidth. At its price it \
              undercuts the H100 on memory per dollar, and our tests measure cache latency.",
         );
-        assert!(!c.classify(&benchmark).talks_prices);
+        assert!(!talks_prices(benchmark.primary()));
         let text = "Hourly snapshots of the profiler. Prices of nothing here.";
-        assert!(!c.classify(&event("v1.2.0", text)).talks_prices);
+        assert!(!talks_prices(event("v1.2.0", text).primary()));
     }
 
     #[test]

@@ -135,7 +135,9 @@ pub fn eligible(candidates: Vec<Candidate>, config: &Settings) -> Vec<Candidate>
     candidates
         .into_iter()
         .filter(|c| c.assessment.score >= config.digest.min_score)
-        .filter(|c| !c.classification.layers.is_empty() && !c.classification.talks_prices)
+        .filter(|c| {
+            !c.classification.layers.is_empty() && !crate::classify::talks_prices(c.event.primary())
+        })
         .collect()
 }
 
