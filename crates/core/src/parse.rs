@@ -407,15 +407,16 @@ fn to_item(entry: feed_rs::model::Entry, source: &SourceConfig, fetched_at: Date
         .flatten()
     {
         let repo = project_of(&source.name, &link);
-        match tag_platform(&title) {
-            // "rocm-6.0.0" of ROCm/composable_kernel: the ROCm release it ships with, not
-            // a version of its own ("Composable Kernel 1.1.0 for ROCm 6.0.0").
-            Some(platform) if !platform.eq_ignore_ascii_case(repo) => format!(
-                "{} for {} {version}",
-                project_name(repo, &text),
-                project_name(platform, &text)
-            ),
-            _ => format!("{} {version}", project_name(repo, &text)),
+        // "rocm-6.0.0" of ROCm/composable_kernel: the ROCm release it ships with, not a
+        // version of its own ("Composable Kernel 1.1.0 for ROCm 6.0.0"), when the notes
+        // write the platform as a name (a tag such as "llvmorg-17.0.1" names none).
+        let platform = tag_platform(&title)
+            .filter(|p| !p.eq_ignore_ascii_case(repo))
+            .map(|p| project_name(p, &text))
+            .filter(|spelled| spelled.chars().any(|c| c.is_ascii_uppercase()));
+        match platform {
+            Some(platform) => format!("{} for {platform} {version}", project_name(repo, &text)),
+            None => format!("{} {version}", project_name(repo, &text)),
         }
     } else {
         crate::text::truncate_chars(&title, MAX_TITLE_CHARS)
@@ -933,6 +934,18 @@ mod tests {
         let items =
             parse_feed(feed.as_bytes(), &source(SourceKind::GithubReleases), now()).unwrap();
         assert_eq!(items[0].title, "Composable Kernel for ROCm 6.0.0");
+        // Notes that never write the platform as a name: the tag's word names nothing.
+        let items = parse_feed(
+            atom(
+                "llvmorg-17.0.1",
+                "https://github.com/llvm/llvm-project/releases/tag/llvmorg-17.0.1",
+            )
+            .as_bytes(),
+            &source(SourceKind::GithubReleases),
+            now(),
+        )
+        .unwrap();
+        assert_eq!(items[0].title, "llvm-project 17.0.1");
         // A tag that names the project itself names no platform: "JAX v0.4.30".
         let jax = "https://github.com/jax-ml/jax/releases/tag/jax-v0.4.30";
         let items = parse_feed(
