@@ -138,10 +138,12 @@ static TRIVIA: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 /// A line that names no fix: thanks, or a summary of unnamed ones ("Various improvements and
-/// fixes from the community and CUTLASS team. Thanks to everyone who submitted PRs!").
+/// fixes from the community and CUTLASS team. Thanks to everyone who submitted PRs!"). A
+/// fix that credits someone ("Fixed a use-after-free (thanks @alice)") or names what it
+/// fixes ("Minor fixes to the FP8 epilogue rounding") is one.
 fn says_nothing_fixed(line: &str) -> bool {
     static NOTHING_NAMED: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"(?i)(\bthanks?\b|\bthank you\b|^(?:various|many|several|other|misc\w*|minor) (?:\w+ )?(?:improvements|fixes|bug ?fixes)\b)")
+        Regex::new(r"(?i)^(?:thanks?\b|thank you\b|(?:various|many|several|misc\w*|minor) (?:bug ?)?(?:fixes|improvements)(?: and (?:bug ?)?(?:fixes|improvements))?(?: (?:from|by) [^.!]*)?(?:[.!]|$))")
             .expect("valid regex")
     });
     NOTHING_NAMED.is_match(line)
@@ -298,16 +300,10 @@ fn explained(parts: &[&str], i: usize) -> String {
 /// implicitly ordering NCCL operations using the host program order." (NCCL 2.26.2-1).
 /// Alone it does not say what is disabled.
 fn leans_back(sentence: &str) -> bool {
-    let first = sentence
-        .split_whitespace()
-        .next()
-        .unwrap_or_default()
-        .trim_matches(|c: char| !c.is_alphanumeric())
-        .to_ascii_lowercase();
-    matches!(
-        first.as_str(),
-        "enabled" | "disabled" | "on" | "off" | "opt-in" | "opt-out" | "turned" | "switched"
-    )
+    let lower = sentence.to_ascii_lowercase();
+    ["enabled", "disabled", "on", "off", "opt-in", "opt-out"]
+        .iter()
+        .any(|state| lower.starts_with(&format!("{state} by default")))
 }
 
 /// A sentence of at most six words without a verb that says what it states: "CUDA 13
@@ -433,13 +429,15 @@ mod tests {
              - Various improvements and fixes from the community and CUTLASS team. Thanks to everyone who submitted PRs!\n\
              Bug fixes\n\
              - Minor bug fixes and improvements.\n\
-             - Fixed a crash in the profiler.",
+             - Fixed a crash in the profiler (thanks @alice).\n\
+             - Minor fixes to the FP8 epilogue rounding.",
         );
         assert_eq!(
             notes.fixes,
             vec![
                 "Fixes for split-kv output in MLA.",
-                "Fixed a crash in the profiler."
+                "Fixed a crash in the profiler (thanks @alice).",
+                "Minor fixes to the FP8 epilogue rounding."
             ]
         );
     }
@@ -456,9 +454,15 @@ mod tests {
         assert!(notes.behaviour[0].starts_with("Allow to prevent deadlocks"));
         assert!(notes.behaviour[0].ends_with("NCCL_LAUNCH_ORDER_IMPLICIT=1 to enable."));
         assert!(notes.behaviour[1].starts_with("Add a complementary mechanism"));
-        // A sentence with a subject stands alone.
+        // A sentence with a subject stands alone, whatever word it opens with.
         let notes = read("- Faster kernels. Atomics are now relaxed by default.");
         assert_eq!(notes.behaviour, vec!["Atomics are now relaxed by default."]);
+        let notes =
+            read("- Faster kernels. On Blackwell, FP8 attention is now enabled by default.");
+        assert_eq!(
+            notes.behaviour,
+            vec!["On Blackwell, FP8 attention is now enabled by default."]
+        );
     }
 
     // Shapes of real GitHub release notes (Triton, PyTorch, CUTLASS), as html_to_text gives

@@ -443,7 +443,7 @@ pub fn detex(s: &str) -> std::borrow::Cow<'_, str> {
         LazyLock::new(|| regex::Regex::new(r"\$([^$\s]{1,30})\$").expect("valid regex"));
     // A figure with its unit, spaced: "$4.75 \times$" (Pruner, 2402.02361).
     static FIGURE: LazyLock<regex::Regex> =
-        LazyLock::new(|| regex::Regex::new(r"\$\s?(\d[\d.,]*)\s?(×|%)\s?\$").expect("valid regex"));
+        LazyLock::new(|| regex::Regex::new(r"\$(\d[\d.,]*)\s?(×|%)\s?\$").expect("valid regex"));
     if !s.contains(['\\', '$']) {
         return std::borrow::Cow::Borrowed(s);
     }
@@ -593,6 +593,8 @@ mod tests {
                 r"an average speedup of $4.75 \times$ and 4.05$\times$",
                 "an average speedup of 4.75× and 4.05×",
             ),
+            // One formula's closing dollar and the next one's opening are no formula.
+            (r"within $k=8$ 12% $\pm$ 3%", "within k=8 12% ± 3%"),
             // Other commands stay as written.
             (
                 r"$\mathcal{O}(n)$ and \left( x \right)",

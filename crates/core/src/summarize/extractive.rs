@@ -1629,10 +1629,16 @@ fn ends_with_abbreviation(s: &str) -> bool {
 /// toolchain is CUDA 13.0 with a C++20 host compiler") after its breaking change "Requires
 /// CUDA Toolkit 13.0 or newer and C++20 (GCC 11+, …)".
 fn restates(change: &str, said: &str) -> bool {
+    // Versions and standards ("13.0", "C++20", "3.9"), not names with a digit ("FP8",
+    // "SM90", "H100"), which two different changes share.
     fn figures(text: &str) -> std::collections::BTreeSet<String> {
         text.split(|c: char| c.is_whitespace() || ",;:()[]\"“”「」".contains(c))
-            .map(|w| w.trim_end_matches(['.', '+', '!']))
-            .filter(|w| w.chars().any(|c| c.is_ascii_digit()))
+            .map(|w| w.trim_end_matches(['.', '!']))
+            .filter(|w| {
+                w.chars().any(|c| c.is_ascii_digit())
+                    && (w.starts_with(|c: char| c.is_ascii_digit()) || w.contains(['.', '+']))
+            })
+            .map(|w| w.trim_end_matches('+'))
             .map(str::to_lowercase)
             .collect()
     }
@@ -2088,7 +2094,12 @@ mod tests {
             "the minimum toolchain is CUDA 13.0 with a C++20 host compiler.",
             "Requires CUDA Toolkit 13.0 or newer and C++20 (GCC 11+, Clang 17+)."
         ));
-        // One shared figure, or a figure of its own, is a change of its own.
+        // One shared figure, or a figure of its own, is a change of its own; names with
+        // a digit are no figures.
+        assert!(!restates(
+            "SM90 kernels now use FP8 accumulation by default.",
+            "The FP8 path for SM90 kernels has been removed."
+        ));
         assert!(!restates(
             "CUDA 13.0 wheels by default.",
             "Requires CUDA 13.0."
