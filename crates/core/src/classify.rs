@@ -433,13 +433,11 @@ static PRICE_WORD: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(
 const PRICE_WORDS: usize = 3;
 
 /// Whether `item` is about what GPUs cost: it quotes a price by the hour, or it speaks of
-/// renting and pricing three times or more. However many hardware words it has ("H100 vs
-/// A100 vs L40S: GPU Rental Guide"), such an item is a neighbouring field, and
-/// [`crate::digest::eligible`] leaves it out (read there, for the few events that would
-/// otherwise be in the digest, not for every item of a 1,500-paper listing). GPU pricing and rental guides are full of this
-/// field's words (H100, HBM, tensor cores, FP8) and are a neighbouring field, the buyer's;
-/// on the 40 labelled days every item with such talk is irrelevant (30 of them), and no
-/// relevant item has it.
+/// renting and pricing three times or more. GPU pricing and rental guides are full of this
+/// field's words ("H100 vs A100 vs L40S: GPU Rental Guide": H100, HBM, FP8) and belong to
+/// the buyer's field; on the 40 labelled days every item with such talk is irrelevant (30
+/// of them) and no relevant item has it. [`crate::digest::eligible`] reads it, for the few
+/// events that would otherwise be in the digest, not for every item of a listing.
 pub fn talks_prices(item: &Item) -> bool {
     let text = bounded(&item.text, MAX_CLASSIFIED_BYTES);
     HOURLY_PRICE.is_match(&item.title)

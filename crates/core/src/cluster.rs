@@ -431,9 +431,7 @@ fn acronyms_spelled_out(title: &str, text: &str) -> Vec<String> {
             .split_whitespace()
             .collect();
         let letters = acronym.chars().filter(char::is_ascii_alphabetic).count();
-        let Some(words) = before.get(before.len().saturating_sub(letters)..) else {
-            continue;
-        };
+        let words = &before[before.len().saturating_sub(letters)..];
         let initials: String = words
             .iter()
             .filter_map(|w| w.chars().next())

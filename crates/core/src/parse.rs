@@ -414,9 +414,10 @@ fn to_item(entry: feed_rs::model::Entry, source: &SourceConfig, fetched_at: Date
             .filter(|p| !p.eq_ignore_ascii_case(repo))
             .map(|p| project_name(p, &text))
             .filter(|spelled| spelled.chars().any(|c| c.is_ascii_uppercase()));
+        let project = project_name(repo, &text);
         match platform {
-            Some(platform) => format!("{} for {platform} {version}", project_name(repo, &text)),
-            None => format!("{} {version}", project_name(repo, &text)),
+            Some(platform) => format!("{project} for {platform} {version}"),
+            None => format!("{project} {version}"),
         }
     } else {
         crate::text::truncate_chars(&title, MAX_TITLE_CHARS)

@@ -21,13 +21,13 @@ pub struct Location {
 
 impl Location {
     pub fn of_span(text: &str, span: Range<usize>) -> Location {
-        let start = floor_char_boundary(text, span.start.min(text.len()));
+        let start = text.floor_char_boundary(span.start);
         let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
         let line_end = text[start..].find('\n').map_or(text.len(), |i| start + i);
         let source_line = text[line_start..line_end]
             .trim_end_matches('\r')
             .to_string();
-        let end = floor_char_boundary(text, span.end.clamp(start, line_end));
+        let end = text.floor_char_boundary(span.end.clamp(start, line_end));
         Location {
             line: text[..start].matches('\n').count() + 1,
             column: text[line_start..start].chars().count() + 1,
@@ -35,13 +35,6 @@ impl Location {
             source_line,
         }
     }
-}
-
-fn floor_char_boundary(text: &str, mut i: usize) -> usize {
-    while !text.is_char_boundary(i) {
-        i -= 1;
-    }
-    i
 }
 
 /// The span to show for a key path: the key itself, or its nearest ancestor that exists
